@@ -1,0 +1,103 @@
+"""Check one kernel from the shell: the fixed-shape check and the fuzz oracle on one pair of files."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from rescore.problem import Problem, Submission
+from rescore.runner import RunConfig, fuzz_verdict, run_submission
+from rescore.sandbox import Worker
+
+
+def detect_language(source: str) -> str:
+    """triton | cuda | torch, from what the source uses."""
+    if "load_inline" in source or "cpp_extension" in source:
+        return "cuda"
+    if re.search(r"@\s*triton\.(jit|autotune)", source):
+        return "triton"
+    return "torch"
+
+
+def read_source(path: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    return p.read_text(encoding="utf-8", errors="surrogateescape")
+
+
+def pair_from_files(problem_path: str, submission_path: str) -> Submission:
+    """A Submission for a KernelBench-format pair of files (no schema file needed)."""
+    psrc = read_source(problem_path)
+    problem = Problem(problem_id=Path(problem_path).stem, source=psrc, path=problem_path, op=Path(problem_path).stem)
+    ssrc = read_source(submission_path)
+    return Submission(name=Path(submission_path).stem, problem=problem, source=ssrc, path=submission_path,
+                      dump="cli", language=detect_language(ssrc), dtypes=())
+
+
+def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, progress=None) -> tuple[dict, list[dict]]:
+    """Run a submission; returns the summary (the `--json` document) and every case row."""
+    worker = Worker(cfg.device, cfg.budget, log_dir)
+    try:
+        rows = run_submission(sub, cfg, worker, progress=progress)
+    finally:
+        worker.stop()
+    return summarize(rows), rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    fixed = next((r for r in rows if r.get("oracle") == "fixed"), None)
+    fuzz = [r for r in rows if r.get("oracle") == "fuzz"]
+    outcomes = Counter(r["outcome"] for r in fuzz)
+    failures = [
+        {
+            "outcome": r["outcome"],
+            "strategy": r["strategy"],
+            "seed": r["seed"],
+            "dtype": r["dtype"],
+            "sizes": r.get("sizes"),
+            "shapes": r.get("shapes"),
+            "max_abs_err": r.get("max_abs_err"),
+            "reason": r.get("reason"),
+            "replay": r.get("replay"),
+        }
+        for r in fuzz
+        if r["outcome"] not in ("pass", "skipped", "declined")
+    ]
+    skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == "skipped")
+    fixed_doc = {"verdict": "pass" if fixed and fixed["outcome"] == "pass" else "fail"}
+    if fixed:
+        fixed_doc.update(outcome=fixed["outcome"], profile=fixed.get("tolerance_policy"),
+                         max_difference=fixed.get("max_abs_err"), reason=fixed.get("reason") or "",
+                         replay=fixed.get("replay"))
+    return {
+        "fixed": fixed_doc,
+        "fuzz": {
+            "verdict": fuzz_verdict([r["outcome"] for r in fuzz]),
+            "cases": len(fuzz),
+            "outcomes": dict(sorted(outcomes.items())),
+            "skipped_reasons": dict(skipped),
+            "failures": failures,
+        },
+    }
+
+
+def human_summary(doc: dict, sub: Submission, device: str) -> str:
+    fx, fz = doc["fixed"], doc["fuzz"]
+    lines = [f"rescore check: {sub.path} against {sub.problem.path} ({sub.language}, device {device})"]
+    extra = f" ({fx.get('reason')})" if fx.get("reason") else ""
+    lines.append(f"  fixed-shape check ({fx.get('profile')}, 5 trials): {fx['verdict'].upper()}{extra}")
+    counts = ", ".join(f"{k} {v}" for k, v in fz["outcomes"].items())
+    lines.append(f"  fuzz oracle ({fz['cases']} cases): {fz['verdict'].upper()}  [{counts}]")
+    for reason, n in fz.get("skipped_reasons", {}).items():
+        lines.append(f"    skipped {n}: {reason}")
+    if fz["failures"]:
+        first = fz["failures"][0]
+        lines.append(f"  first failure: {first['outcome']} ({first['strategy']}, {first['dtype']}, sizes {first['sizes']})")
+        for text in (first.get("reason") or "").splitlines():
+            lines.append(f"    {text}")
+        lines.append(f"  replay: {first['replay']}")
+    if fx["verdict"] == "pass" and fz["verdict"] == "flagged":
+        lines.append("  ILLUSION: the benchmark's check passes this kernel, fuzzing flags it.")
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""The `rescore` command: check one kernel, replay one case, inspect the corpus and static metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
+
+
+def _config(args: argparse.Namespace):
+    from rescore.runner import RunConfig, resolve_device
+
+    device = resolve_device(args.device)
+    strategies = [s for s in args.strategies.split(",") if s]
+    per = max(1, args.cases // len(strategies))
+    dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    budget = args.budget or (1 << 20 if device == "cuda" else 1 << 15)
+    return RunConfig(device=device, master_seed=args.seed, strategies={s: per for s in strategies}, dtypes=dtypes,
+                     fixed_profile=args.profile, timeout_s=args.timeout, budget=budget)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from rescore.check import check_pair, human_summary, pair_from_files
+    from rescore.inputs.strategies import STRATEGIES
+    from rescore.runner import Progress, plan_cases
+
+    for name in args.strategies.split(","):
+        if name not in STRATEGIES:
+            print(f"rescore check: unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        sub = pair_from_files(args.problem, args.submission)
+    except (FileNotFoundError, OSError) as exc:
+        print(f"rescore check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    cfg = _config(args)
+    progress = Progress(len(plan_cases(sub, cfg)), label=f"{sub.name}: ")
+    doc, _ = check_pair(sub, cfg, progress=progress)
+    progress.close()
+    print(human_summary(doc, sub, cfg.device))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc, indent=2, default=str))
+    flagged = doc["fixed"]["verdict"] != "pass" or doc["fuzz"]["verdict"] == "flagged"
+    return EXIT_FLAGGED if flagged else EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from rescore.replay import replay_cli
+
+    return replay_cli(args)
+
+
+def cmd_static(args: argparse.Namespace) -> int:
+    from rescore.static.report import describe_kernel
+
+    print(describe_kernel(args.kernel, args.problem))
+    return EXIT_OK
+
+
+def cmd_corpus(args: argparse.Namespace) -> int:
+    from rescore.corpus.catalog import catalog_markdown, load_corpus
+
+    print(catalog_markdown(load_corpus()))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rescore", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def run_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                       help="auto: CUDA when present, else the CPU through the Triton interpreter")
+        p.add_argument("--dtypes", default="float32,float16,bfloat16")
+        p.add_argument("--timeout", type=float, default=120.0, help="seconds per case before it is a timeout")
+        p.add_argument("--budget", type=int, default=0, help="max elements of the largest input (0: per device)")
+        p.add_argument("--profile", default="kernelbench-v0.1", choices=["kernelbench-v0.1", "kernelbench-head"],
+                       help="the fixed-shape check's tolerance profile")
+
+    check = sub.add_parser("check", help="fixed-shape check and fuzz oracle on PROBLEM.py SUBMISSION.py")
+    check.add_argument("problem")
+    check.add_argument("submission")
+    check.add_argument("--json", metavar="OUT", help="write the verdicts and failures as JSON")
+    check.add_argument("--cases", type=int, default=100, help="fuzz cases per dtype, split over the strategies")
+    check.add_argument("--seed", type=int, default=0, help="master seed")
+    check.add_argument("--strategies", default="default,boundary")
+    run_options(check)
+    check.set_defaults(func=cmd_check)
+
+    replay = sub.add_parser("replay", help="re-run one stored case: FAILURE_ID, or PROBLEM SUBMISSION --strategy --seed")
+    replay.add_argument("target", nargs="+", help="FAILURE_ID, or PROBLEM.py SUBMISSION.py")
+    replay.add_argument("--strategy", default="default")
+    replay.add_argument("--seed", type=int)
+    replay.add_argument("--oracle", choices=["fuzz", "fixed"], default="fuzz")
+    replay.add_argument("--trigger", help="JSON trigger (sizes, values, layout, dtype, repeat)")
+    replay.add_argument("--results", default="results", help="where failures are stored (for FAILURE_ID)")
+    run_options(replay)
+    replay.set_defaults(func=cmd_replay)
+
+    static = sub.add_parser("static", help="offline PTX metrics (sm_90, sm_80) of the Triton kernels of one file")
+    static.add_argument("kernel")
+    static.add_argument("--problem", help="the problem file (default: problem.py next to the kernel)")
+    static.set_defaults(func=cmd_static)
+
+    corpus = sub.add_parser("corpus", help="print the built-in corpus catalog as Markdown")
+    corpus.set_defaults(func=cmd_corpus)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

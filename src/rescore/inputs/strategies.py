@@ -1,0 +1,101 @@
+"""Input strategies as data: shape sampler x value classes x layouts x dtypes.
+
+A strategy turns (schema, dtype, seed) into a CaseSpec: the sizes, value class and layout of one
+case. The same arguments always give the same CaseSpec.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+from rescore.inputs.seeds import sub_seed
+from rescore.inputs.shapes import NumelFn, draw_sizes
+from rescore.schema import OpSchema
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    strategy: str
+    seed: int
+    dtype: str
+    sizes: dict
+    values: str
+    layout: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    shapes: str  # fixed | default | boundary | regular
+    values: tuple[str, ...]  # value classes drawn uniformly per case
+    layouts: tuple[str, ...] = ("contiguous",)
+    dtypes: tuple[str, ...] | None = None  # None: every dtype the submission claims
+    description: str = ""
+    mix: tuple[tuple[str, float], ...] = ()  # for `combined`: (component strategy, weight)
+
+    def draw(self, schema: OpSchema, dtype: str, seed: int, numel: NumelFn, budget: int) -> CaseSpec:
+        if self.mix:
+            rng = random.Random(sub_seed(seed, "mix"))
+            names, weights = zip(*self.mix)
+            component = STRATEGIES[rng.choices(names, weights=weights)[0]]
+            spec = component.draw(schema, dtype, seed, numel, budget)
+            return CaseSpec(self.name, seed, spec.dtype, spec.sizes, spec.values, spec.layout)
+        sizes = draw_sizes(self.shapes, schema, random.Random(sub_seed(seed, "sizes")), numel, budget)
+        values = random.Random(sub_seed(seed, "values")).choice(self.value_classes(schema))
+        layout = random.Random(sub_seed(seed, "layout")).choice(self.layouts)
+        return CaseSpec(self.name, seed, dtype, sizes, values, layout)
+
+    def value_classes(self, schema: OpSchema) -> tuple[str, ...]:
+        if self.values == ("op_domain",):
+            return OP_DOMAIN_VALUES.get(schema.family, OP_DOMAIN_VALUES[""])
+        return self.values
+
+
+# Values each op family is sensitive to (the `op_domain` strategy).
+OP_DOMAIN_VALUES: dict[str, tuple[str, ...]] = {
+    "reduction": ("negative", "large", "offset_mean", "near_constant"),
+    "norm": ("near_constant", "tiny", "offset_mean", "large"),
+    "elementwise": ("large", "negative", "small", "positive"),
+    "matmul": ("offset_mean", "large", "integers"),
+    "attention": ("large", "offset_mean", "negative"),
+    "conv": ("offset_mean", "large", "integers"),
+    "scan": ("offset_mean", "large", "negative"),
+    "index": ("large", "negative"),
+    "": ("negative", "large", "near_constant", "tiny", "offset_mean"),
+}
+
+ADVERSARIAL_VALUES = ("special", "huge", "tiny", "large", "negative")
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in [
+        Strategy("fixed", "fixed", ("native",), description="the benchmark's own shape and inputs"),
+        Strategy("default", "default", ("normal",), description="log-uniform sizes in the schema's ranges, N(0,1) values"),
+        Strategy("boundary", "boundary", ("normal",), description="sizes 1, 2, 3, 7, 127, 129, 1025, ... (off powers of two)"),
+        Strategy("regular", "regular", ("normal",), description="power-of-two sizes only"),
+        Strategy("single_dtype_fp32", "default", ("normal",), dtypes=("float32",), description="default, float32 only"),
+        Strategy("single_dtype_fp16", "default", ("normal",), dtypes=("float16",), description="default, float16 only"),
+        Strategy("single_dtype_bf16", "default", ("normal",), dtypes=("bfloat16",), description="default, bfloat16 only"),
+        Strategy("nan_injected", "default", ("nan_sprinkled",), description="default sizes, ~1% NaN in every input"),
+        Strategy("adversarial", "default", ADVERSARIAL_VALUES, description="NaN, ±Inf, ±0, subnormals, huge/tiny, cancelling pairs"),
+        Strategy("layout", "default", ("normal",), layouts=("transposed", "sliced", "offset"),
+                 description="transposed, sliced (stride 2) and offset views: the kernel sees the strides"),
+        Strategy("op_domain", "default", ("op_domain",), description="values the op family is sensitive to"),
+        Strategy(
+            "combined", "default", ("normal",),
+            description="a mix under one budget: 30% boundary, 20% default, 20% layout, 15% op_domain, 15% adversarial",
+            mix=(("boundary", 0.30), ("default", 0.20), ("layout", 0.20), ("op_domain", 0.15), ("adversarial", 0.15)),
+        ),
+    ]
+}
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r}; known: {sorted(STRATEGIES)}") from None

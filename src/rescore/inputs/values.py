@@ -1,0 +1,108 @@
+"""Value classes: how the floating inputs of a case are filled. Each is a pure function of a generator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+Sampler = Callable[[tuple[int, ...], torch.Generator, torch.dtype], torch.Tensor]
+
+
+def _normal(shape, gen, dtype):
+    return torch.randn(shape, generator=gen, dtype=torch.float64)
+
+
+def _scaled(scale: float) -> Sampler:
+    return lambda shape, gen, dtype: torch.randn(shape, generator=gen, dtype=torch.float64) * scale
+
+
+def _uniform(shape, gen, dtype):
+    return torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1
+
+
+def _negative(shape, gen, dtype):
+    return -(torch.randn(shape, generator=gen, dtype=torch.float64).abs() + 0.5)
+
+
+def _positive(shape, gen, dtype):
+    return torch.randn(shape, generator=gen, dtype=torch.float64).abs() + 0.1
+
+
+def _near_constant(shape, gen, dtype):
+    return 3.0 + 1e-3 * torch.randn(shape, generator=gen, dtype=torch.float64)
+
+
+def _offset_mean(shape, gen, dtype):
+    return torch.randn(shape, generator=gen, dtype=torch.float64) + 100.0
+
+
+def _integers(shape, gen, dtype):
+    return torch.randint(-4, 5, shape, generator=gen).to(torch.float64)
+
+
+def _sprinkle(base: torch.Tensor, gen: torch.Generator, specials: list[float], fraction: float) -> torch.Tensor:
+    """Replace a fraction of entries (at least one, when there are any) with special values."""
+    flat = base.reshape(-1).clone()
+    n = flat.numel()
+    if n == 0:
+        return base
+    count = max(1, int(round(n * fraction)))
+    where = torch.randperm(n, generator=gen)[:count]
+    picks = torch.randint(0, len(specials), (count,), generator=gen)
+    flat[where] = torch.tensor(specials, dtype=torch.float64)[picks]
+    return flat.reshape(base.shape)
+
+
+def _nan_sprinkled(shape, gen, dtype):
+    return _sprinkle(_normal(shape, gen, dtype), gen, [float("nan")], 0.01)
+
+
+def _special(shape, gen, dtype):
+    """NaN, ±Inf, ±0, subnormals, huge and tiny magnitudes, and pairs that cancel."""
+    info = torch.finfo(dtype)
+    huge = float(info.max) ** 0.5  # large, but its square still fits the dtype
+    specials = [
+        float("nan"), float("inf"), float("-inf"), 0.0, -0.0,
+        float(info.smallest_normal) / 4, -float(info.smallest_normal) / 4,
+        huge, -huge, float(info.eps), 1.0 + float(info.eps), -1.0,
+    ]
+    base = _normal(shape, gen, dtype)
+    flat = base.reshape(-1)
+    if flat.numel() >= 2:  # values that cancel: x and -x next to each other
+        half = flat.numel() // 2
+        flat[half:2 * half] = -flat[:half]
+    return _sprinkle(flat.reshape(shape), gen, specials, 0.05)
+
+
+VALUE_CLASSES: dict[str, Sampler] = {
+    "normal": _normal,
+    "uniform": _uniform,
+    "large": _scaled(100.0),
+    "huge": _scaled(1e4),
+    "small": _scaled(1e-3),
+    "tiny": _scaled(1e-6),
+    "negative": _negative,
+    "positive": _positive,
+    "near_constant": _near_constant,
+    "offset_mean": _offset_mean,
+    "integers": _integers,
+    "nan_sprinkled": _nan_sprinkled,
+    "special": _special,
+}
+
+NONFINITE_CLASSES = frozenset({"nan_sprinkled", "special"})
+
+
+def fill(shape: tuple[int, ...], value_class: str, gen: torch.Generator, dtype: torch.dtype, domain: str) -> torch.Tensor:
+    """Values of one input in float64, in the input's domain, ready to be rounded to `dtype`."""
+    try:
+        sampler = VALUE_CLASSES[value_class]
+    except KeyError:
+        raise ValueError(f"unknown value class {value_class!r}; known: {sorted(VALUE_CLASSES)}") from None
+    values = sampler(tuple(shape), gen, dtype)
+    if domain == "positive":
+        values = values.abs()
+    elif domain == "unit":
+        values = torch.where(torch.isfinite(values), values.abs().remainder(1.0), values)
+    return values

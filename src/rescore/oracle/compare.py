@@ -1,0 +1,137 @@
+"""NaN-aware comparison of a candidate's output with the float64 reference.
+
+A NaN or Inf in the output matches the reference's NaN or Inf at the same place; it is also accepted
+where the reference module itself, run at the test dtype, produces the same non-finite value (an
+overflow the dtype forces is not the kernel's fault). Everything else is compared by magnitude
+against a bound `atol + rtol * |truth| + slack`, where `slack` comes from the tolerance policy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+_FINITE, _NAN, _POS_INF, _NEG_INF = 0, 1, 2, 3
+
+
+@dataclass
+class Comparison:
+    outcome: str  # pass | mismatch | nonfinite
+    max_abs_err: float
+    max_rel_err: float
+    err_ulp: float
+    n_elements: int
+    n_mismatch: int
+    n_nonfinite: int
+    first_mismatch: list[int] | None
+    atol: float
+    rtol: float
+    slack: float
+    worst_actual: float | None = None
+    worst_expected: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def message(self) -> str:
+        """A fixed-format report, in the spirit of torch.testing.assert_close."""
+        if self.outcome == "pass":
+            return f"pass: {self.n_elements} elements, max abs err {self.max_abs_err:.3g} ({self.err_ulp:.3g} ulp)"
+        pct = 100.0 * (self.n_mismatch + self.n_nonfinite) / max(self.n_elements, 1)
+        lines = [
+            f"{self.outcome}: {self.n_mismatch + self.n_nonfinite} / {self.n_elements} elements ({pct:.1f}%)"
+            f" differ ({self.n_nonfinite} non-finite where the reference is not, or the reverse)",
+            f"greatest absolute difference: {self.max_abs_err:.6g} at index {tuple(self.first_mismatch or ())}"
+            f" (allowed {self.atol:.3g} + {self.rtol:.3g}*|ref| + {self.slack:.3g})",
+            f"greatest relative difference: {self.max_rel_err:.6g}; {self.err_ulp:.4g} ulp",
+        ]
+        if self.worst_expected is not None:
+            lines.append(f"at that index: got {self.worst_actual!r}, expected {self.worst_expected!r}")
+        return "\n".join(lines)
+
+
+def _classes(x: torch.Tensor) -> torch.Tensor:
+    c = torch.zeros(x.shape, dtype=torch.int8, device=x.device)
+    c[torch.isnan(x)] = _NAN
+    c[x == math.inf] = _POS_INF
+    c[x == -math.inf] = _NEG_INF
+    return c
+
+
+def ulp_of(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The spacing of `dtype` at |t| (floored at the smallest normal), in float64."""
+    info = torch.finfo(dtype)
+    mag = t.abs().clamp_min(float(info.smallest_normal))
+    return torch.exp2(torch.floor(torch.log2(mag))) * float(info.eps)
+
+
+def compare(
+    out: torch.Tensor,
+    truth: torch.Tensor,
+    dtype: torch.dtype,
+    atol: float,
+    rtol: float,
+    slack: float = 0.0,
+    ref_lowp: torch.Tensor | None = None,
+) -> Comparison:
+    """Compare `out` (any float dtype) with `truth` (float64) elementwise; shapes must already match."""
+    o = out.detach().to(torch.float64)
+    t = truth.detach().to(torch.float64)
+    n = o.numel()
+    if n == 0:
+        return Comparison("pass", 0.0, 0.0, 0.0, 0, 0, 0, None, atol, rtol, slack)
+    co = _classes(o)
+    ok_class = (co == _classes(t)) | (co == _classes(t.to(dtype).to(torch.float64)))
+    if ref_lowp is not None:
+        ok_class |= co == _classes(ref_lowp.detach().to(torch.float64))
+    both_finite = (co == _FINITE) & torch.isfinite(t)
+    err = torch.where(both_finite, (o - t).abs(), torch.zeros((), dtype=torch.float64, device=o.device))
+    bound = atol + rtol * t.abs() + slack
+    mismatch = both_finite & (err > bound)
+    nonfinite = ~ok_class & ~both_finite
+    n_mismatch = int(mismatch.sum())
+    n_nonfinite = int(nonfinite.sum())
+    tabs = torch.where(both_finite, t.abs(), torch.ones((), dtype=torch.float64, device=o.device))
+    rel = torch.where(tabs > 0, err / tabs, torch.where(err > 0, torch.full_like(err, math.inf), err))
+    ulps = torch.where(both_finite, err / ulp_of(torch.where(both_finite, t, torch.ones_like(t)), dtype), err)
+    max_abs = float(err.max())
+    if n_nonfinite:
+        outcome, worst = "nonfinite", nonfinite
+    elif n_mismatch:
+        outcome, worst = "mismatch", mismatch
+    else:
+        outcome, worst = "pass", None
+    first = None
+    actual = expected = None
+    if worst is not None:
+        score = torch.where(both_finite, err, torch.full_like(err, 1e308))
+        flat = int(torch.argmax(torch.where(worst, score, torch.full_like(err, -1.0))))
+        first = [int(i) for i in torch.unravel_index(torch.tensor(flat), o.shape)] if o.dim() else []
+        actual, expected = float(o.reshape(-1)[flat]), float(t.reshape(-1)[flat])
+    return Comparison(
+        outcome=outcome,
+        max_abs_err=max_abs,
+        max_rel_err=float(rel.max()),
+        err_ulp=float(ulps.max()),
+        n_elements=n,
+        n_mismatch=n_mismatch,
+        n_nonfinite=n_nonfinite,
+        first_mismatch=first,
+        atol=atol,
+        rtol=rtol,
+        slack=slack,
+        worst_actual=actual,
+        worst_expected=expected,
+    )
+
+
+def max_finite_error(approx: torch.Tensor, truth: torch.Tensor) -> float:
+    """Largest |approx - truth| over the elements where both are finite (0 when there are none)."""
+    a = approx.detach().to(torch.float64)
+    t = truth.detach().to(torch.float64)
+    both = torch.isfinite(a) & torch.isfinite(t)
+    if not bool(both.any()):
+        return 0.0
+    return float((a - t).abs()[both].max())

@@ -1,0 +1,153 @@
+"""Problems (a reference Model with its input factory) and Submissions (candidate code + provenance).
+
+Both are plain data: source text, where it came from, and what the dump says about it. Code is
+only executed in a worker process (see `sandbox.py`), through `load_module`.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MODULE_CACHE = Path(".rescore-cache") / "modules"
+
+
+def content_hash(*texts: str) -> str:
+    """A short, stable hash of source texts: the identity of problems and submissions."""
+    h = hashlib.sha256()
+    for text in texts:
+        h.update(text.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A KernelBench-format reference: `Model`, `get_inputs()`, `get_init_inputs()`, sizes as ints."""
+
+    problem_id: str
+    source: str
+    path: str
+    op: str = ""
+    schema: dict | None = None  # explicit op schema (dims ranges, reduction, input domains)
+    tolerance: dict | None = None  # per-dtype overrides of the fuzz tolerance
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.source)
+
+    def size_names(self) -> list[str]:
+        """Module-level names bound to int literals: the sizes a benchmark fixes and we re-bind."""
+        return module_int_names(self.source)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A candidate implementation of a Problem (defines `ModelNew`), with what the dump says of it."""
+
+    name: str
+    problem: Problem
+    source: str
+    path: str
+    dump: str = "corpus"
+    language: str = "triton"
+    label: str = "unknown"
+    bug_class: str | None = None
+    control: str | None = None
+    description: str = ""
+    trigger: dict | None = None
+    dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
+    declines: str | None = None
+    provenance: str = ""
+    claimed_verdict: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def submission_id(self) -> str:
+        return content_hash(self.problem.source, self.source)
+
+    def row(self) -> dict[str, Any]:
+        """This submission as a row of the `submissions` table."""
+        return {
+            "submission_id": self.submission_id,
+            "name": self.name,
+            "dump": self.dump,
+            "problem_id": self.problem.problem_id,
+            "op": self.problem.op,
+            "language": self.language,
+            "label": self.label,
+            "bug_class": self.bug_class,
+            "control": self.control,
+            "description": self.description,
+            "trigger": json.dumps(self.trigger) if self.trigger else None,
+            "dtypes": ",".join(self.dtypes),
+            "declines": self.declines,
+            "provenance": self.provenance,
+            "claimed_verdict": self.claimed_verdict,
+            "source_path": self.path,
+            "problem_path": self.problem.path,
+            "ingest_error": None,
+        }
+
+
+def module_int_names(source: str) -> list[str]:
+    """Names assigned an int literal (or a product/sum of them) at the top level of a module."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            target, value = node.target.id, node.value
+        else:
+            continue
+        if target.startswith("_"):
+            continue
+        if _is_int_expr(value):
+            names.append(target)
+    return names
+
+
+def _is_int_expr(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add, ast.Sub, ast.FloorDiv, ast.Pow)):
+        return _is_int_expr(node.left) and _is_int_expr(node.right)
+    return False
+
+
+def load_module(source: str, path: str, kind: str) -> types.ModuleType:
+    """Import `source` as a fresh module of its own (reference and candidate never share one).
+
+    The module is imported from a real file, because Triton's `@jit` reads kernel source through
+    `inspect`; when `path` does not hold exactly `source`, a content-addressed copy is written.
+    """
+    digest = content_hash(source)
+    file = Path(path) if path else None
+    if file is None or not file.is_file() or file.read_text(encoding="utf-8", errors="surrogateescape") != source:
+        MODULE_CACHE.mkdir(parents=True, exist_ok=True)
+        file = MODULE_CACHE / f"{kind}_{digest}.py"
+        if not file.exists():
+            file.write_text(source, encoding="utf-8", errors="surrogateescape")
+    name = f"rescore_{kind}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module

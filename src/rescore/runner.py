@@ -1,0 +1,156 @@
+"""Plans and runs the cases of submissions: the fixed-shape check, then seeded fuzz cases per strategy
+and dtype, in a sandboxed worker, with progress on a terminal and quiet logs elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+
+from rescore.inputs.seeds import case_seed
+from rescore.inputs.strategies import get_strategy
+from rescore.problem import Submission
+from rescore.sandbox import Worker, run_with_retry
+
+
+@dataclass
+class RunConfig:
+    """How to run: the science (strategies, cases, seeds, dtypes) and the machine (device, budget)."""
+
+    device: str = "cpu"
+    master_seed: int = 0
+    strategies: dict[str, int] = field(default_factory=lambda: {"default": 50, "boundary": 50})
+    dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
+    fixed_profile: str = "kernelbench-v0.1"
+    fixed_dtype: str = "float32"
+    calibration: dict[str, int] = field(default_factory=dict)  # strategy -> cases on calibration seeds
+    timeout_s: float = 120.0
+    load_timeout_s: float = 600.0
+    budget: int = 1 << 15  # elements of the largest input tensor
+
+
+def resolve_device(device: str) -> str:
+    """`auto` is CUDA when present, otherwise the CPU through the Triton interpreter."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:  # pragma: no cover
+        return "cpu"
+
+
+def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
+    """Every fuzz case of a submission: (strategy, dtype, index, seed, purpose), in run order."""
+    cases = []
+    claimed = set(sub.dtypes) if sub.dtypes else set(cfg.dtypes)
+    for purpose, table in (("evaluation", cfg.strategies), ("calibration", cfg.calibration)):
+        if purpose == "calibration" and sub.label != "correct":
+            continue
+        for name, count in table.items():
+            strategy = get_strategy(name)
+            dtypes = [d for d in (strategy.dtypes or cfg.dtypes) if d in claimed or strategy.dtypes]
+            for dtype in dtypes:
+                for index in range(count):
+                    seed = case_seed(cfg.master_seed, sub.problem.problem_id, name, index, purpose)
+                    cases.append({"strategy": name, "dtype": dtype, "case_index": index, "seed": seed,
+                                  "purpose": purpose})
+    return cases
+
+
+def replay_command(sub: Submission, case: dict, device: str) -> str:
+    """The shell command that re-runs one case bit for bit."""
+    parts = ["rescore", "replay", sub.problem.path, sub.path]
+    if case.get("oracle") == "fixed":
+        parts += ["--oracle", "fixed", "--profile", case.get("tolerance_policy", "kernelbench-v0.1")]
+    else:
+        parts += ["--strategy", case["strategy"], "--seed", str(case["seed"])]
+        if case.get("trigger"):
+            parts += ["--trigger", json.dumps(case["trigger"], sort_keys=True)]
+    parts += ["--dtype", case["dtype"], "--device", device]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def job_of(sub: Submission) -> dict:
+    """What a worker needs to load a submission: sources, paths and the problem's schema."""
+    p = sub.problem
+    return {
+        "problem": {"problem_id": p.problem_id, "source": p.source, "path": p.path, "schema": p.schema,
+                    "tolerance": p.tolerance},
+        "submission": {"name": sub.name, "source": sub.source, "path": sub.path, "language": sub.language},
+    }
+
+
+class Progress:
+    """Cases done of total, the submission in hand, and time left: on a terminal only."""
+
+    def __init__(self, total: int, label: str = ""):
+        self.total, self.done, self.label = total, 0, label
+        self.start = time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def step(self, name: str, n: int = 1) -> None:
+        self.done += n
+        if not self.tty:
+            return
+        elapsed = time.monotonic() - self.start
+        left = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        sys.stderr.write(f"\r{self.label}{self.done}/{self.total} cases  {name[:40]:<40}  ~{left:5.0f} s left ")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+def run_submission(sub: Submission, cfg: RunConfig, worker: Worker, cases: list[dict] | None = None,
+                   progress: Progress | None = None, fixed: bool = True) -> list[dict]:
+    """All rows of one submission: the fixed-shape check and its fuzz cases."""
+    cases = plan_cases(sub, cfg) if cases is None else cases
+    base = {"submission_id": sub.submission_id, "name": sub.name, "problem_id": sub.problem.problem_id}
+    rows: list[dict] = []
+    load = run_with_retry(worker, ("load", job_of(sub)), cfg.load_timeout_s)
+    worker.job = job_of(sub)
+    if load.get("outcome") in ("crash", "timeout"):
+        reason = f"loading the submission: {load.get('reason')}"
+        for case in ([{"oracle": "fixed", "strategy": "fixed", "dtype": cfg.fixed_dtype, "seed": 42,
+                       "case_index": 0, "purpose": "evaluation"}] if fixed else []) + cases:
+            rows.append(dict(base, oracle=case.get("oracle", "fuzz"), outcome=load["outcome"], reason=reason,
+                             **{k: case[k] for k in ("strategy", "dtype", "seed", "case_index", "purpose")}))
+        if progress:
+            progress.step(sub.name, len(cases))
+        return rows
+    if fixed:
+        row = run_with_retry(worker, ("fixed", cfg.fixed_profile, cfg.fixed_dtype), cfg.timeout_s)
+        case = {"oracle": "fixed", "dtype": cfg.fixed_dtype, "tolerance_policy": cfg.fixed_profile}
+        rows.append(dict(row, **base, oracle="fixed", strategy="fixed", case_index=0, seed=42,
+                         dtype=cfg.fixed_dtype, purpose="evaluation", tolerance_policy=cfg.fixed_profile,
+                         replay=replay_command(sub, case, cfg.device)))
+    for case in cases:
+        msg = ("case", {"strategy": case["strategy"], "seed": case["seed"], "dtype": case["dtype"],
+                        "override": case.get("trigger")})
+        row = run_with_retry(worker, msg, cfg.timeout_s)
+        row = dict(row, **base, oracle="fuzz", strategy=case["strategy"], seed=case["seed"],
+                   case_index=case["case_index"], purpose=case["purpose"])
+        row.setdefault("dtype", case["dtype"])
+        row["replay"] = replay_command(sub, dict(case, dtype=row["dtype"]), cfg.device)
+        row.setdefault("device", cfg.device)
+        rows.append(row)
+        if progress:
+            progress.step(sub.name)
+    return rows
+
+
+def fuzz_verdict(outcomes: list[str]) -> str:
+    """pass | flagged | declined, from the outcomes of a submission's fuzz cases."""
+    from rescore.outcomes import FLAGGING
+
+    if any(o in FLAGGING for o in outcomes):
+        return "flagged"
+    if any(o == "declined" for o in outcomes):
+        return "declined"
+    return "pass"

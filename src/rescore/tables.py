@@ -1,0 +1,146 @@
+"""Every Parquet table rescore writes: one schema per table, defined here and nowhere else.
+
+Tables are written atomically (temporary file, then rename), so an interrupted run never leaves a
+half-written table that a later step would read as data.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+_S = pa.string()
+_I = pa.int64()
+_F = pa.float64()
+_B = pa.bool_()
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "submissions": pa.schema(
+        [
+            ("submission_id", _S),  # content hash of problem + submission source
+            ("name", _S),  # human name (corpus entry id, or the dump's own id)
+            ("dump", _S),
+            ("problem_id", _S),
+            ("op", _S),
+            ("language", _S),  # triton | cuda | torch | numpy
+            ("label", _S),  # correct | buggy | unknown
+            ("bug_class", _S),
+            ("control", _S),  # name of the correct submission this variant was seeded from
+            ("description", _S),
+            ("trigger", _S),  # JSON
+            ("dtypes", _S),  # comma-separated dtypes the submission claims
+            ("declines", _S),
+            ("provenance", _S),
+            ("claimed_verdict", _S),  # the benchmark's own verdict, where the dump has one
+            ("source_path", _S),
+            ("problem_path", _S),
+            ("ingest_error", _S),  # why this submission could not be read, if it could not
+        ]
+    ),
+    "cases": pa.schema(
+        [
+            ("submission_id", _S),
+            ("name", _S),
+            ("problem_id", _S),
+            ("oracle", _S),  # fixed | fuzz
+            ("strategy", _S),
+            ("purpose", _S),  # evaluation | calibration
+            ("case_index", _I),
+            ("seed", _I),
+            ("dtype", _S),
+            ("sizes", _S),  # JSON {dim: int}
+            ("shapes", _S),  # JSON [[...], ...] of the inputs
+            ("strides", _S),  # JSON [[...], ...] of the inputs
+            ("layout", _S),
+            ("values", _S),  # value class of the floating inputs
+            ("inputs_hash", _S),  # hash of the input bytes: a replay must reproduce it
+            ("outcome", _S),
+            ("reason", _S),
+            ("max_abs_err", _F),
+            ("max_rel_err", _F),
+            ("err_ulp", _F),
+            ("ref_lowp_err", _F),  # max abs error of the reference run at the test dtype
+            ("ref_max_abs", _F),  # max |reference| over finite elements
+            ("reduction_len", _I),
+            ("n_elements", _I),
+            ("n_mismatch", _I),
+            ("first_mismatch", _S),  # JSON index of the worst element
+            ("tolerance_policy", _S),
+            ("atol", _F),
+            ("rtol", _F),
+            ("bound", _F),  # the slack added from the low-precision reference
+            ("wall_ms", _F),
+            ("device", _S),
+            ("versions", _S),  # JSON
+            ("replay", _S),
+        ]
+    ),
+}
+SCHEMAS["failures"] = SCHEMAS["cases"].append(pa.field("failure_id", _S))
+
+
+def empty_frame(table: str) -> pd.DataFrame:
+    """An empty DataFrame with the table's columns, for stages that found nothing to write."""
+    return SCHEMAS[table].empty_table().to_pandas()
+
+
+def conform(df: pd.DataFrame, table: str) -> pa.Table:
+    """Order, fill and type the columns of `df` as the table's schema says; reject unknown columns."""
+    schema = SCHEMAS[table]
+    extra = set(df.columns) - set(schema.names)
+    if extra:
+        raise ValueError(f"table {table!r}: unexpected columns {sorted(extra)}")
+    arrays = []
+    for field in schema:
+        if field.name in df.columns:
+            col = df[field.name]
+            if pa.types.is_string(field.type):
+                col = col.astype(object).where(col.notna(), None)
+                col = col.map(lambda v: v if v is None else str(v))
+            arrays.append(pa.array(col.tolist(), type=field.type, from_pandas=True))
+        else:
+            arrays.append(pa.nulls(len(df), type=field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike, table: str | None = None) -> None:
+    """Write `df` to `path` atomically; with `table`, conform it to that table's schema first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = conform(df, table) if table else pa.Table.from_pandas(df, preserve_index=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(data, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_parquet(path: str | os.PathLike, table: str | None = None) -> pd.DataFrame:
+    """Read a table; a corrupt or truncated file raises a ValueError that names the file."""
+    try:
+        data = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ValueError(f"{path}: not a readable Parquet table ({exc}); delete it and rebuild") from exc
+    if table:
+        missing = set(SCHEMAS[table].names) - set(data.column_names)
+        if missing:
+            raise ValueError(f"{path}: table {table!r} lacks columns {sorted(missing)}; rebuild it")
+    return data.to_pandas()
+
+
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """Write a text file atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
