@@ -88,6 +88,8 @@ if [[ $ACCOUNTING == slurmdbd ]]; then
     acct_lines="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=6819
+# sacct shows the job comment (the plugin puts the rule or group name there)
+AccountingStoreFlags=job_comment
 JobCompType=jobcomp/none"
 else
     acct_lines="AccountingStorageType=accounting_storage/none

@@ -399,9 +399,22 @@ class _ReferenceRejects(Exception):
     """The float64 reference raised on these sizes: the sizes are outside the problem's domain."""
 
 
+def poison_fresh_memory() -> None:
+    """Make every fresh allocation NaN (integers: their max), so that output a kernel never wrote is
+    caught, and caught the same way on every run (garbage would make replays disagree)."""
+    import warnings
+
+    from torch.utils import deterministic
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    deterministic.fill_uninitialized_memory = True
+    warnings.filterwarnings("ignore", message=".*deterministic.*")
+
+
 def main_loop(conn, device: str, budget: int) -> None:  # pragma: no cover - exercised through sandbox
     """The worker: receive jobs and cases over `conn`, answer each with a row."""
     os.environ["RESCORE_WORKER"] = "1"
+    poison_fresh_memory()
     executor = Executor(device, budget)
     while True:
         try:

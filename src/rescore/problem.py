@@ -151,3 +151,17 @@ def load_module(source: str, path: str, kind: str) -> types.ModuleType:
         sys.modules.pop(name, None)
         raise
     return module
+
+
+def submission_to_dict(sub: Submission) -> dict:
+    """A Submission as plain JSON-able data (the ingest manifest)."""
+    from dataclasses import asdict
+
+    return asdict(sub)
+
+
+def submission_from_dict(data: dict) -> Submission:
+    data = dict(data)
+    data["problem"] = Problem(**data["problem"])
+    data["dtypes"] = tuple(data.get("dtypes") or ())
+    return Submission(**data)

@@ -47,7 +47,8 @@ def resolve_device(device: str) -> str:
 def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
     """Every fuzz case of a submission: (strategy, dtype, index, seed, purpose), in run order."""
     cases = []
-    claimed = set(sub.dtypes) if sub.dtypes else set(cfg.dtypes)
+    # A declining control is run on every dtype: refusing the ones it does not support is its point.
+    claimed = set(sub.dtypes) if sub.dtypes and not sub.declines else set(cfg.dtypes)
     for purpose, table in (("evaluation", cfg.strategies), ("calibration", cfg.calibration)):
         if purpose == "calibration" and sub.label != "correct":
             continue

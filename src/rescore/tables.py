@@ -81,7 +81,11 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
 }
-SCHEMAS["failures"] = SCHEMAS["cases"].append(pa.field("failure_id", _S))
+SCHEMAS["failures"] = pa.schema(
+    list(SCHEMAS["cases"])
+    + [("failure_id", _S), ("problem_path", _S), ("source_path", _S), ("trigger", _S), ("label", _S),
+       ("bug_class", _S)]
+)
 
 
 def empty_frame(table: str) -> pd.DataFrame:

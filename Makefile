@@ -1,0 +1,32 @@
+# The two commands a user needs: `make all` (set up, then run the main job) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CORES ?= 8
+
+.PHONY: all test venv lint clean bench
+
+all: $(BIN)/rescore
+	$(BIN)/snakemake --cores $(CORES) all
+
+test: $(BIN)/rescore
+	$(BIN)/ruff check src tests workflow/scripts bench
+	$(BIN)/python -m pytest -q
+
+venv: $(BIN)/rescore
+
+$(BIN)/rescore: requirements/cpu.txt requirements/common.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements/cpu.txt
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(BIN)/rescore
+
+lint: $(BIN)/rescore
+	$(BIN)/ruff check src tests workflow/scripts bench
+	$(BIN)/snakemake --lint
+
+bench: $(BIN)/rescore
+	$(BIN)/python bench/pipeline_bench.py
+
+clean:
+	rm -rf results/tables results/cases results/ingest results/figures results/failures results/logs .snakemake

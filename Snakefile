@@ -1,0 +1,12 @@
+# rescore: re-score GPU kernels. Rules live in workflow/rules/, one file per stage; logic lives in src/rescore.
+include: "workflow/rules/common.smk"
+include: "workflow/rules/ingest.smk"
+include: "workflow/rules/check.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        ALL_OUTPUTS,
+    default_target: True

@@ -1,0 +1,1 @@
+"""The built-in labelled corpus: correct controls and seeded bug variants, with bug class and trigger."""

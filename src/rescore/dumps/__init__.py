@@ -1,0 +1,25 @@
+"""Dump adapters: one module per benchmark format, each yielding Submissions (with their Problems).
+
+A new format is one module here with a `read(name, spec) -> list[Submission]` function, plus one
+entry in ADAPTERS and one entry under `dumps:` in config/config.yaml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rescore.dumps import corpus
+from rescore.problem import Submission
+
+Reader = Callable[[str, dict], list[Submission]]
+
+ADAPTERS: dict[str, Reader] = {
+    "corpus": corpus.read,
+}
+
+
+def read_dump(name: str, spec: dict) -> list[Submission]:
+    fmt = spec.get("format")
+    if fmt not in ADAPTERS:
+        raise ValueError(f"dump {name!r}: unknown format {fmt!r}; known: {sorted(ADAPTERS)}")
+    return ADAPTERS[fmt](name, spec)

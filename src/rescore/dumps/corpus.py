@@ -1,0 +1,17 @@
+"""The built-in corpus as a dump (optionally restricted to some ops or entries)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rescore.corpus.catalog import load_corpus
+from rescore.problem import Submission
+
+
+def read(name: str, spec: dict) -> list[Submission]:
+    root = Path(spec["path"]) if spec.get("path") else None
+    subs = load_corpus(root, ops=spec.get("ops"))
+    if spec.get("entries"):
+        wanted = set(spec["entries"])
+        subs = [s for s in subs if s.name in wanted]
+    return subs

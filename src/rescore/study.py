@@ -1,0 +1,99 @@
+"""Study tables derived from the `cases` table: nothing is aggregated away before this point."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import pandas as pd
+
+from rescore.outcomes import FLAGGING
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval for k successes in n trials ((nan, nan) when n == 0)."""
+    if n <= 0:
+        return (math.nan, math.nan)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def failure_id(row: dict) -> str:
+    text = f"{row['submission_id']}|{row['oracle']}|{row['strategy']}|{row['seed']}|{row['dtype']}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def evaluation_fuzz(cases: pd.DataFrame) -> pd.DataFrame:
+    return cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
+
+
+def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
+    """Every flagged case, with what a reproducer needs (paths, trigger) and a stable id."""
+    flagged = cases[cases["outcome"].isin(FLAGGING)].copy()
+    if flagged.empty:
+        return flagged.assign(failure_id=[], problem_path=[], source_path=[], trigger=[], label=[], bug_class=[])
+    meta = submissions.set_index("submission_id")[["problem_path", "source_path", "trigger", "label", "bug_class"]]
+    flagged = flagged.join(meta, on="submission_id")
+    flagged["failure_id"] = [failure_id(r) for r in flagged.to_dict("records")]
+    return flagged.reset_index(drop=True)
+
+
+def _first_failure(group: pd.DataFrame) -> dict | None:
+    bad = group[group["outcome"].isin(FLAGGING)]
+    if bad.empty:
+        return None
+    r = bad.sort_values(["strategy", "dtype", "case_index"]).iloc[0]
+    return r.to_dict()
+
+
+def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
+    """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion."""
+    rows = []
+    by_sub = {k: g for k, g in cases.groupby("submission_id")}
+    for sub in submissions.to_dict("records"):
+        g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
+        fixed = g[g["oracle"] == "fixed"]
+        fuzz = evaluation_fuzz(g)
+        fixed_outcome = fixed["outcome"].iloc[0] if len(fixed) else "skipped"
+        fixed_verdict = "skipped" if fixed_outcome == "skipped" else ("pass" if fixed_outcome == "pass" else "fail")
+        ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
+        failed = int(ran["outcome"].isin(FLAGGING).sum())
+        declined = int((ran["outcome"] == "declined").sum())
+        if ran.empty:
+            fuzz_verdict = "skipped"
+        elif failed:
+            fuzz_verdict = "flagged"
+        elif declined:
+            fuzz_verdict = "declined"
+        else:
+            fuzz_verdict = "pass"
+        first = _first_failure(fuzz)
+        first_input = None
+        if first:
+            first_input = json.dumps({k: first.get(k) for k in ("strategy", "dtype", "seed", "sizes", "layout", "values")},
+                                     default=str)
+        rows.append({
+            "submission_id": sub["submission_id"],
+            "name": sub["name"],
+            "dump": sub["dump"],
+            "op": sub["op"],
+            "language": sub["language"],
+            "label": sub["label"],
+            "bug_class": sub["bug_class"],
+            "fixed_verdict": fixed_verdict,
+            "fixed_reason": fixed["reason"].iloc[0] if len(fixed) else None,
+            "fuzz_verdict": fuzz_verdict,
+            "failed_cases": failed,
+            "total_cases": int(len(ran)),
+            "declined_cases": declined,
+            "skipped_cases": int((fuzz["outcome"] == "skipped").sum()),
+            "first_failure_outcome": first["outcome"] if first else None,
+            "first_failing_input": first_input,
+            "first_failure_replay": first.get("replay") if first else None,
+            "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
+        })
+    return pd.DataFrame(rows)

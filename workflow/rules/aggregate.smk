@@ -1,0 +1,59 @@
+# Stage 3: gather the shards into the cases table, and derive every other table from it.
+
+
+rule submissions_table:
+    input:
+        expand("results/ingest/{dump}/submissions.parquet", dump=DUMPS),
+    output:
+        "results/tables/submissions.parquet",
+    params:
+        table="submissions",
+    log:
+        "results/logs/aggregate/submissions.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/concat_tables.py"
+
+
+rule cases_table:
+    input:
+        expand("results/cases/{dump}/shard-{shard}.parquet", dump=DUMPS, shard=SHARDS),
+    output:
+        "results/tables/cases.parquet",
+    params:
+        table="cases",
+    log:
+        "results/logs/aggregate/cases.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/concat_tables.py"
+
+
+rule failures_table:
+    input:
+        cases="results/tables/cases.parquet",
+        submissions="results/tables/submissions.parquet",
+    output:
+        "results/failures/failures.parquet",
+    log:
+        "results/logs/aggregate/failures.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/failures_table.py"
+
+
+rule illusion_table:
+    input:
+        cases="results/tables/cases.parquet",
+        submissions="results/tables/submissions.parquet",
+    output:
+        "results/tables/illusion.parquet",
+    log:
+        "results/logs/aggregate/illusion.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/illusion_table.py"

@@ -1,0 +1,21 @@
+# Stage 2: run every submission under the fixed-shape check and the fuzz oracle, in shards.
+
+
+rule check_shard:
+    input:
+        manifest="results/ingest/{dump}/manifest.json",
+    output:
+        cases="results/cases/{dump}/shard-{shard}.parquet",
+    params:
+        shard=lambda wildcards: int(wildcards.shard),
+        shards=len(SHARDS),
+        run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
+                                    "budget", "timeout_s")},
+    resources:
+        gpu=1 if config["device"] == "cuda" else 0,
+    log:
+        "results/logs/check/{dump}/shard-{shard}.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/check_shard.py"

@@ -1,0 +1,22 @@
+# Config loading and validation, and the names every stage shares.
+from snakemake.utils import validate
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "../../config/config.schema.yaml")
+
+DUMPS = list(config["dumps"])
+SHARDS = list(range(int(config["shards"])))
+CPU_ENV = "../../envs/cpu.yaml"
+
+ALL_OUTPUTS = [
+    "results/tables/submissions.parquet",
+    "results/tables/cases.parquet",
+    "results/tables/illusion.parquet",
+    "results/failures/failures.parquet",
+    "results/figures/verdicts.png",
+    "results/figures/verdicts.pdf",
+    "results/tables/corpus.parquet",
+]

@@ -1,0 +1,5 @@
+"""Shim: concatenate tables of one schema."""
+from rescore.pipeline import concat_tables, setup_logging
+
+setup_logging(snakemake.log[0])  # noqa: F821
+concat_tables(list(snakemake.input), snakemake.params.table, snakemake.output[0])  # noqa: F821

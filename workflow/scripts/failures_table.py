@@ -1,0 +1,5 @@
+"""Shim: every flagged case, with a replay command."""
+from rescore.pipeline import failures, setup_logging
+
+setup_logging(snakemake.log[0])  # noqa: F821
+failures(snakemake.input.cases, snakemake.input.submissions, snakemake.output[0])  # noqa: F821

@@ -1,0 +1,5 @@
+"""Shim: per submission, the fixed verdict beside the fuzz verdict."""
+from rescore.pipeline import illusion, setup_logging
+
+setup_logging(snakemake.log[0])  # noqa: F821
+illusion(snakemake.input.cases, snakemake.input.submissions, snakemake.output[0])  # noqa: F821
