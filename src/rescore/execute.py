@@ -78,7 +78,14 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def _frames(tb) -> list[str]:
-    return [frame.filename for frame, _ in traceback.walk_tb(tb)]
+    return [frame.f_code.co_filename for frame, _ in traceback.walk_tb(tb)]
+
+
+def _is_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _where(exc: BaseException) -> str:
@@ -102,8 +109,8 @@ def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdic
         return Verdict("compile_error", text)
     if isinstance(exc, REFUSALS) and candidate_file:
         files = _frames(exc.__traceback__)
-        own = [i for i, f in enumerate(files) if os.path.samefile(f, candidate_file)] if os.path.exists(candidate_file) else []
-        if own and all(os.path.exists(f) and os.path.samefile(f, candidate_file) for f in files[own[0]:]):
+        own = [i for i, f in enumerate(files) if _is_file(f, candidate_file)]
+        if own and all(_is_file(f, candidate_file) for f in files[own[0]:]):
             return Verdict("declined", text + _where(exc))
     return Verdict("crash", text + _where(exc))
 

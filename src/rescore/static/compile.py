@@ -59,12 +59,17 @@ def find_kernel(module: Any, launch: dict) -> Any:
     owner = module
     if Path(getattr(module, "__file__", "")).resolve() != Path(launch["file"]):
         owner = next(
-            (m for m in list(sys.modules.values())
-             if getattr(m, "__file__", None) and Path(m.__file__).resolve() == Path(launch["file"])),
+            (
+                m
+                for m in list(sys.modules.values())
+                if getattr(m, "__file__", None) and Path(m.__file__).resolve() == Path(launch["file"])
+            ),
             module,
         )
     if "<locals>" in launch["qualname"]:
-        raise LookupError(f"kernel {launch['qualname']} is defined inside a function; only module-level kernels")
+        raise LookupError(
+            f"kernel {launch['qualname']} is defined inside a function; only module-level kernels"
+        )
     obj = owner
     for part in launch["qualname"].split("."):
         obj = getattr(obj, part)
@@ -109,7 +114,7 @@ def make_source(fn: Any, signature: dict, constexprs: dict, attrs: dict) -> Any:
     return ASTSource(fn, {n: signature[n] for n in names}, cx, at)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ptxas_binary(arch: int) -> str:
     """The ptxas Triton itself uses for `arch` (bundled), else the one on PATH."""
     try:
@@ -128,7 +133,7 @@ def ptxas_binary(arch: int) -> str:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ptxas_flags() -> tuple[str, ...]:
     """The flags Triton's make_cubin passes that change code generation."""
     flags = ["-lineinfo"]
@@ -142,7 +147,7 @@ def ptxas_flags() -> tuple[str, ...]:
     return tuple(flags)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ptxas_version(binary: str) -> str:
     out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"release ([\d.]+)", out)
@@ -159,11 +164,27 @@ def run_ptxas(ptx: str, arch: int) -> str:
         src.write_text(ptx)
         proc = subprocess.run(
             [binary, *ptxas_flags(), "-v", f"--gpu-name={gpu}", str(src), "-o", str(Path(tmp) / "k.cubin")],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
     if proc.returncode != 0:
         raise RuntimeError(f"ptxas failed ({proc.returncode}): {proc.stderr.strip()[:3000]}")
     return proc.stderr + proc.stdout
+
+
+def warm_worker(archs: Sequence[int] = ARCHS) -> None:
+    """Do once, before forking, the work every compile repeats: hash Triton, find ptxas."""
+    import triton.compiler.code_generator  # noqa: F401
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+    from triton.runtime.cache import triton_key
+
+    triton_key()
+    ptxas_flags()
+    for arch in archs:
+        make_backend(GPUTarget("cuda", arch, 32)).hash()
+        ptxas_version(ptxas_binary(arch))
 
 
 def _error(exc: BaseException) -> str:
@@ -200,8 +221,11 @@ def run_compile(job: dict) -> dict:
         src = make_source(fn, signature, constexprs, attrs)
     except (KeyError, ValueError) as exc:
         return done("skipped", "cannot rebuild the launch signature: " + _error(exc))
-    row.update(signature=json.dumps(signature), constexprs=json.dumps(constexprs, default=str),
-               attrs=json.dumps(sorted(attrs)))
+    row.update(
+        signature=json.dumps(signature),
+        constexprs=json.dumps(constexprs, default=str),
+        attrs=json.dumps(sorted(attrs)),
+    )
     options = {k: v for k, v in launch.get("options", {}).items() if k != "debug"}
     try:
         kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
@@ -221,9 +245,13 @@ def run_compile(job: dict) -> dict:
     row.update(ptxas_version=ptxas_version(ptxas_binary(arch)))
     limit = SHARED_LIMIT.get(arch)
     if limit is not None and row["shared"] > limit:
-        return done("compile_error", f"out of resources: shared memory, required {row['shared']}, limit {limit}")
+        return done(
+            "compile_error", f"out of resources: shared memory, required {row['shared']}, limit {limit}"
+        )
     if row["registers"] and row["registers"] * md.num_warps * 32 > REGISTER_FILE:
-        return done("compile_error", f"out of resources: {row['registers']} registers x {md.num_warps * 32} threads")
+        return done(
+            "compile_error", f"out of resources: {row['registers']} registers x {md.num_warps * 32} threads"
+        )
     return done("ok")
 
 
@@ -234,9 +262,18 @@ def _compile_key(submission: str | Path, launch: dict, arch: int) -> str:
     except OSError:
         kernel_digest = None
     return cache.key(
-        "compile", COMPILE_VERSION, cache.triton_version(), file_digest(submission), kernel_digest,
-        launch["qualname"], launch["signature"], launch["constexprs"], launch["attrs"], launch.get("options", {}),
-        [p["fact"] for p in launch["params"]], arch,
+        "compile",
+        COMPILE_VERSION,
+        cache.triton_version(),
+        file_digest(submission),
+        kernel_digest,
+        launch["qualname"],
+        launch["signature"],
+        launch["constexprs"],
+        launch["attrs"],
+        launch.get("options", {}),
+        [p["fact"] for p in launch["params"]],
+        arch,
     )
 
 
@@ -271,9 +308,14 @@ def compile_many(
         rows = []
         for launch in launches:
             for arch in archs:
-                base = {"kernel": launch["kernel"], "qualname": launch["qualname"], "kernel_index": launch["index"],
-                        "launches": launch.get("count", 1), "arch": f"sm_{arch}",
-                        "triton_version": cache.triton_version()}
+                base = {
+                    "kernel": launch["kernel"],
+                    "qualname": launch["qualname"],
+                    "kernel_index": launch["index"],
+                    "launches": launch.get("count", 1),
+                    "arch": f"sm_{arch}",
+                    "triton_version": cache.triton_version(),
+                }
                 k = _compile_key(sub, launch, arch)
                 folder = store.folder("compile", k)
                 hit = store.get_json("compile", k)
@@ -282,11 +324,19 @@ def compile_many(
                     continue
                 rows.append(base)
                 todo.append((i, len(rows) - 1, k, folder))
-                jobs.append({"submission": str(Path(sub).resolve()), "launch": launch, "arch": arch,
-                             "folder": str(folder)})
+                jobs.append(
+                    {
+                        "submission": str(Path(sub).resolve()),
+                        "launch": launch,
+                        "arch": arch,
+                        "folder": str(folder),
+                    }
+                )
         out.append(rows)
     env = {"TRITON_CACHE_DIR": str(store.root / "triton")}
-    for (i, j, k, folder), res in zip(todo, run_jobs("compile", jobs, parallel=parallel, timeout=timeout, env=env)):
+    for (i, j, k, folder), res in zip(
+        todo, run_jobs("compile", jobs, parallel=parallel, timeout=timeout, env=env), strict=True
+    ):
         if res.get("outcome") in ("ok", "compile_error", "skipped"):
             store.put_json("compile", k, res)
         out[i][j] = {**out[i][j], **_with_paths(res, folder), "cached": False}
@@ -303,5 +353,6 @@ def compile_launches(
     cache_dir: str | Path | None = None,
 ) -> list[dict]:
     """Compile the captured launches of one submission (see compile_many)."""
-    return compile_many([(submission_path, launches)], archs=archs, parallel=parallel, timeout=timeout,
-                        cache_dir=cache_dir)[0]
+    return compile_many(
+        [(submission_path, launches)], archs=archs, parallel=parallel, timeout=timeout, cache_dir=cache_dir
+    )[0]

@@ -24,10 +24,22 @@ CAPTURE_VERSION = 1
 
 # torch dtype name -> Triton type string of a pointer to it (what the GPU launcher specialises to)
 _TORCH_TO_TRITON = {
-    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "u1",
-    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5", "float8_e4m3fnuz": "fp8e4b8",
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float64": "fp64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "bool": "u1",
+    "float8_e4m3fn": "fp8e4nv",
+    "float8_e5m2": "fp8e5",
+    "float8_e4m3fnuz": "fp8e4b8",
     "float8_e5m2fnuz": "fp8e5b16",
 }
 _NO_SPECIALISE_ANNOTATIONS = ("u1", "fp", "bf")
@@ -164,7 +176,9 @@ class _Recorder:
         sig = inspect.signature(fn)
         names = list(sig.parameters)
         call_kwargs = {k: v for k, v in kwargs.items() if k in names}
-        options = _scalar_options({k: v for k, v in kwargs.items() if k not in names and k not in ("grid", "warmup")})
+        options = _scalar_options(
+            {k: v for k, v in kwargs.items() if k not in names and k not in ("grid", "warmup")}
+        )
         bound = sig.bind(*args, **call_kwargs)
         bound.apply_defaults()
         opts = getattr(interp_fn, "kwargs", {}) or {}
@@ -176,8 +190,11 @@ class _Recorder:
             fact = arg_fact(bound.arguments[name])
             try:
                 spec = specialise(
-                    fact, constexpr="constexpr" in ann, annotation="" if "constexpr" in ann else ann,
-                    specialize=name not in dns, align=name not in dnsa,
+                    fact,
+                    constexpr="constexpr" in ann,
+                    annotation="" if "constexpr" in ann else ann,
+                    specialize=name not in dns,
+                    align=name not in dnsa,
                 )
             except ValueError as exc:  # rescore cannot describe it; compile reports it as skipped
                 spec = {"type": None, "attr": None, "value": None, "unsupported": str(exc)}
@@ -202,7 +219,9 @@ class _Recorder:
             "grid": grid,
         }
         key = json.dumps(
-            [launch["file"], launch["qualname"], signature, constexprs, attrs, options], sort_keys=True, default=str
+            [launch["file"], launch["qualname"], signature, constexprs, attrs, options],
+            sort_keys=True,
+            default=str,
         )
         if key in self.launches:
             self.launches[key]["count"] += 1
@@ -253,7 +272,8 @@ def run_capture(job: dict) -> dict:
         model = submission.ModelNew(*problem.get_init_inputs())
         stage = "inputs"
         inputs = [
-            x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in problem.get_inputs()
+            x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            for x in problem.get_inputs()
         ]
         stage = "run"
         with torch.no_grad():
@@ -270,7 +290,11 @@ def run_capture(job: dict) -> dict:
 
 def _capture_key(problem: str | Path, submission: str | Path) -> str:
     return cache.key(
-        "capture", CAPTURE_VERSION, cache.triton_version(), file_digest(problem), file_digest(submission),
+        "capture",
+        CAPTURE_VERSION,
+        cache.triton_version(),
+        file_digest(problem),
+        file_digest(submission),
         str(Path(submission).resolve()),
     )
 
@@ -305,18 +329,28 @@ def capture_many(
         else:
             keys[i] = k
             todo.append(i)
-    jobs = [{"problem": str(Path(pairs[i][0]).resolve()), "submission": str(Path(pairs[i][1]).resolve())} for i in todo]
-    for i, res in zip(todo, run_jobs("capture", jobs, parallel=parallel, timeout=timeout)):
+    jobs = [
+        {"problem": str(Path(pairs[i][0]).resolve()), "submission": str(Path(pairs[i][1]).resolve())}
+        for i in todo
+    ]
+    for i, res in zip(todo, run_jobs("capture", jobs, parallel=parallel, timeout=timeout), strict=True):
         if res.get("outcome") in ("ok", "no_launch", "capture_error"):
             store.put_json("capture", keys[i], res)
         results[i] = {**res, "cached": False}
     return [
-        {"problem": str(prob), "submission": str(sub), **(res or {})} for (prob, sub), res in zip(pairs, results)
+        {"problem": str(prob), "submission": str(sub), **(res or {})}
+        for (prob, sub), res in zip(pairs, results, strict=True)
     ]
 
 
 def capture_launches(
-    problem_path: str | Path, submission_path: str | Path, *, timeout: float = 300.0, cache_dir: str | Path | None = None
+    problem_path: str | Path,
+    submission_path: str | Path,
+    *,
+    timeout: float = 300.0,
+    cache_dir: str | Path | None = None,
 ) -> dict:
     """Capture the launches of one submission (see capture_many)."""
-    return capture_many([(problem_path, submission_path)], parallel=1, timeout=timeout, cache_dir=cache_dir)[0]
+    return capture_many([(problem_path, submission_path)], parallel=1, timeout=timeout, cache_dir=cache_dir)[
+        0
+    ]

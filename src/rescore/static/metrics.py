@@ -52,9 +52,44 @@ METRIC_COLUMNS: tuple[str, ...] = (
 
 _FLOAT_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "e4m3", "e5m2", "e4m3x2", "e5m2x2", "tf32"}
 _ARITH = {
-    "add", "sub", "mul", "mad", "fma", "div", "rem", "abs", "neg", "min", "max", "and", "or", "xor",
-    "not", "cnot", "shl", "shr", "popc", "clz", "brev", "bfe", "bfi", "bfind", "prmt", "lop3", "shf",
-    "copysign", "testp", "sad", "dp4a", "dp2a", "fns", "mul24", "mad24", "madc", "addc", "subc",
+    "add",
+    "sub",
+    "mul",
+    "mad",
+    "fma",
+    "div",
+    "rem",
+    "abs",
+    "neg",
+    "min",
+    "max",
+    "and",
+    "or",
+    "xor",
+    "not",
+    "cnot",
+    "shl",
+    "shr",
+    "popc",
+    "clz",
+    "brev",
+    "bfe",
+    "bfi",
+    "bfind",
+    "prmt",
+    "lop3",
+    "shf",
+    "copysign",
+    "testp",
+    "sad",
+    "dp4a",
+    "dp2a",
+    "fns",
+    "mul24",
+    "mad24",
+    "madc",
+    "addc",
+    "subc",
 }
 _SPECIAL = {"ex2", "lg2", "rsqrt", "sqrt", "rcp", "sin", "cos", "tanh"}
 _BARRIER = {"bar", "barrier", "membar", "fence", "mbarrier", "griddepcontrol", "elect"}
@@ -283,9 +318,7 @@ def ptx_hash(ptx: str) -> str:
 
 
 _PTXAS_FN = re.compile(r"(?:Compiling entry function|Function properties for)\s+'?([\w$.]+)'?")
-_PTXAS_FRAME = re.compile(
-    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
-)
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_USED = re.compile(r"Used (\d+) registers")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
 _PTXAS_BARRIERS = re.compile(r"used (\d+) barriers")
@@ -301,8 +334,14 @@ def parse_ptxas_info(text: str) -> dict[str, dict[str, int]]:
             current = m.group(1)
             out.setdefault(
                 current,
-                {"registers": 0, "stack_frame": 0, "spill_stores": 0, "spill_loads": 0, "smem": 0,
-                 "barriers": 0},
+                {
+                    "registers": 0,
+                    "stack_frame": 0,
+                    "spill_stores": 0,
+                    "spill_loads": 0,
+                    "smem": 0,
+                    "barriers": 0,
+                },
             )
             continue
         if current is None:

@@ -22,9 +22,10 @@ from pathlib import Path
 
 SRC_ROOT = Path(__file__).resolve().parents[2]
 
-KINDS: dict[str, tuple[str, str]] = {
-    "capture": ("rescore.static.launches", "run_capture"),
-    "compile": ("rescore.static.compile", "run_compile"),
+# kind -> (module, job function, optional warm-up run once in the worker before forking)
+KINDS: dict[str, tuple[str, str, str | None]] = {
+    "capture": ("rescore.static.launches", "run_capture", None),
+    "compile": ("rescore.static.compile", "run_compile", "warm_worker"),
 }
 
 
@@ -105,13 +106,17 @@ def main(argv: list[str]) -> int:
     kind, jobs_path, results_path, timeout = argv[0], Path(argv[1]), Path(argv[2]), float(argv[3])
     import importlib
 
-    module_name, fn_name = KINDS[kind]
-    fn = getattr(importlib.import_module(module_name), fn_name)
+    module_name, fn_name, warm_name = KINDS[kind]
+    module = importlib.import_module(module_name)
+    fn = getattr(module, fn_name)
     import torch  # noqa: F401 - imported once here so that forked children start warm
     import triton  # noqa: F401
 
-    if kind == "compile":
-        import triton.compiler  # noqa: F401
+    if warm_name:
+        try:
+            getattr(module, warm_name)()
+        except Exception as exc:  # a failed warm-up only costs time
+            print(f"warm-up failed: {exc}", file=sys.stderr)
     jobs = json.loads(jobs_path.read_text())
     with tempfile.TemporaryDirectory(prefix="rescore-static-") as tmp, results_path.open("a") as out:
         for index, job in jobs:
@@ -144,13 +149,26 @@ def run_jobs(
     with tempfile.TemporaryDirectory(prefix="rescore-static-") as tmp:
         procs = []
         for w, chunk in enumerate(chunks):
-            jobs_path, res_path, err_path = (Path(tmp) / f"{name}-{w}" for name in ("jobs.json", "res.jsonl", "err"))
+            jobs_path, res_path, err_path = (
+                Path(tmp) / f"{name}-{w}" for name in ("jobs.json", "res.jsonl", "err")
+            )
             jobs_path.write_text(json.dumps(chunk, default=str))
             res_path.touch()
             with err_path.open("w") as err:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "rescore.static.worker", kind, str(jobs_path), str(res_path), str(timeout)],
-                    env=worker_env(kind, env), stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    [
+                        sys.executable,
+                        "-m",
+                        "rescore.static.worker",
+                        kind,
+                        str(jobs_path),
+                        str(res_path),
+                        str(timeout),
+                    ],
+                    env=worker_env(kind, env),
+                    stdout=err,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
                 )
             procs.append((proc, chunk, res_path, err_path))
         for proc, chunk, res_path, err_path in procs:

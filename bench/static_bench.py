@@ -1,0 +1,170 @@
+"""Time the offline static pipeline on the built-in corpus, and check it against a live GPU.
+
+    python bench/static_bench.py corpus [--cache-dir D] [--parallel N] [--out DIR]
+    python bench/static_bench.py gpu-check [--cache-dir D]     # on a machine with CUDA
+
+`corpus` captures, compiles (sm_90 + sm_80) and measures every Triton entry, then prints the
+timings, the per-bug-class summary and the pairs. `gpu-check` compiles the same launches
+offline and live (the JIT on the GPU) and compares the PTX hash and ptxas' register/spill counts
+with what the driver reports, so "offline" is shown to mean "what the GPU runs".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+OPS = ROOT / "src" / "rescore" / "corpus" / "ops"
+FIXTURES = ROOT / "tests" / "fixtures" / "static"
+
+
+def corpus_entries(ops_dir: Path = OPS) -> list[dict]:
+    """Entries of every op folder that has an entries.yaml, with path and problem_path filled in."""
+    out = []
+    for spec in sorted(ops_dir.glob("*/entries.yaml")):
+        data = yaml.safe_load(spec.read_text()) or {}
+        problem = spec.parent / data.get("problem", "problem.py")
+        for e in data.get("entries", []):
+            path = spec.parent / f"{e['id']}.py"
+            if path.exists():
+                out.append({**e, "op": data.get("op", spec.parent.name), "path": str(path),
+                            "problem_path": str(problem)})
+    return out
+
+
+def fixture_entries() -> list[dict]:
+    base = {"op": "fixture", "language": "triton", "problem_path": str(FIXTURES / "problem.py")}
+    return [
+        {**base, "id": "fx_correct", "label": "correct", "path": str(FIXTURES / "correct.py")},
+        {**base, "id": "fx_drop_mul", "label": "buggy", "control": "fx_correct", "bug_class": "dropped_op",
+         "path": str(FIXTURES / "drop_mul.py")},
+        {**base, "id": "fx_slope", "label": "buggy", "control": "fx_correct", "bug_class": "constant",
+         "path": str(FIXTURES / "slope.py")},
+        {**base, "id": "fx_rejected", "label": "buggy", "control": "fx_correct", "bug_class": "interp_only",
+         "path": str(FIXTURES / "rejected.py")},
+    ]
+
+
+def run_corpus(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from rescore.static.study import class_summary, paired_deltas, static_table
+
+    entries = corpus_entries() + fixture_entries()
+    tri = [e for e in entries if e.get("language") == "triton"]
+    print(f"{len(entries)} entries, {len(tri)} Triton, {len({e['op'] for e in tri})} ops")
+    t0 = time.perf_counter()
+    df = static_table(entries, cache_dir=args.cache_dir, parallel=args.parallel, timeout=args.timeout)
+    wall = time.perf_counter() - t0
+    pairs = paired_deltas(df, entries)
+    summary = class_summary(pairs)
+    n_compiled = int((~df.get("cached", pd.Series(dtype=bool)).fillna(True).astype(bool)).sum())
+    print(f"static_table: {wall:.1f} s wall for {len(df)} kernel rows ({n_compiled} compiled now)")
+    print(df.groupby(["arch", "outcome"]).size().to_string())
+    bad = df[df["outcome"] != "ok"].drop_duplicates("submission_id")
+    for _, r in bad.iterrows():
+        print(f"  {r['submission_id']}: {r['outcome']}: {str(r['error'])[:300]}")
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_rows", 500):
+        print(summary.to_string(index=False))
+        cols = ["variant_id", "bug_class", "arch", "variant_outcome", "metrics_identical", "ptx_identical",
+                "changed_metrics"]
+        print(pairs[cols].to_string(index=False))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_parquet(out / "static.parquet")
+        pairs.to_parquet(out / "static_pairs.parquet")
+        summary.to_parquet(out / "static_summary.parquet")
+        from rescore.static.study import static_figures
+
+        print("figures:", [str(p) for p in static_figures(pairs, None, out)])
+
+
+def _live_kernels(entry: dict) -> list[dict]:
+    """Run a submission on the GPU with the real JIT; return each compiled kernel's PTX and counts."""
+    import torch
+    from triton.runtime.jit import JITFunction
+
+    from rescore.static.loading import load_module
+
+    problem = load_module(entry["problem_path"], "problem")
+    sub = load_module(entry["path"], "submission")
+    torch.manual_seed(0)
+    model = sub.ModelNew(*problem.get_init_inputs()).cuda()
+    inputs = [x.float().cuda() if x.is_floating_point() else x.cuda() for x in problem.get_inputs()]
+    with torch.no_grad():
+        model(*inputs)
+    torch.cuda.synchronize()
+    found = []
+    for name, obj in vars(sub).items():
+        fn = obj
+        while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+            fn = fn.fn
+        if not isinstance(fn, JITFunction):
+            continue
+        for caches in fn.device_caches.values():
+            for kernel in caches[0].values():
+                kernel._init_handles()
+                found.append({"kernel": name, "ptx": kernel.asm["ptx"], "n_regs": kernel.n_regs,
+                              "n_spills": kernel.n_spills, "shared": kernel.metadata.shared})
+    return found
+
+
+def run_gpu_check(args: argparse.Namespace) -> None:
+    import triton
+
+    from rescore.static.compile import compile_many
+    from rescore.static.launches import capture_many
+    from rescore.static.metrics import ptx_hash
+
+    print("triton", triton.__version__)
+    entries = [e for e in fixture_entries() + corpus_entries() if e.get("language") == "triton"]
+    caps = capture_many([(e["problem_path"], e["path"]) for e in entries], cache_dir=args.cache_dir,
+                        parallel=args.parallel)
+    items = [(e["path"], c["launches"] if c["outcome"] == "ok" else []) for e, c in zip(entries, caps, strict=True)]
+    rows = compile_many(items, archs=(90,), cache_dir=args.cache_dir, parallel=args.parallel)
+    agree = total = 0
+    for e, c, rs in zip(entries, caps, rows, strict=True):
+        try:
+            live = _live_kernels(e)
+        except Exception as exc:  # noqa: BLE001
+            print(f"{e['id']}: live run failed: {type(exc).__name__}: {str(exc)[:200]}; offline {c['outcome']} "
+                  f"{[r['outcome'] for r in rs]}")
+            continue
+        live_by_hash = {ptx_hash(k["ptx"]): k for k in live}
+        for r in rs:
+            total += 1
+            k = live_by_hash.get(r.get("ptx_hash"))
+            if r["outcome"] != "ok" or k is None:
+                print(f"{e['id']}/{r['kernel']}: offline {r['outcome']} hash {r.get('ptx_hash')}, live hashes "
+                      f"{list(live_by_hash)} {str(r.get('error'))[:200]}")
+                continue
+            same = (k["n_regs"] == r["registers"], k["n_spills"] * 4 <= (r["spill_bytes"] or 0) or k["n_spills"] == 0,
+                    k["shared"] == r["shared"])
+            agree += all(same)
+            print(f"{e['id']}/{r['kernel']}: ptx identical; regs live {k['n_regs']} offline {r['registers']}; "
+                  f"spills live {k['n_spills']} offline {r['spill_bytes']} B; smem {k['shared']}/{r['shared']}")
+    print(json.dumps({"kernels": total, "agree": agree}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["corpus", "gpu-check"])
+    ap.add_argument("--cache-dir", default=None)
+    ap.add_argument("--parallel", type=int, default=None)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    run_corpus(args) if args.mode == "corpus" else run_gpu_check(args)
+
+
+if __name__ == "__main__":
+    main()

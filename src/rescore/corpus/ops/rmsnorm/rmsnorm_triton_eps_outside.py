@@ -1,0 +1,34 @@
+"""RMS norm in Triton: one program per row, the whole row in one block."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, n_cols, eps, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    mean_sq = tl.sum(x * x, axis=0) / n_cols
+    rstd = 1.0 / (tl.sqrt(mean_sq) + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    y = x * rstd * w
+    tl.store(out_ptr + row * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(dim))
+        self.eps = 1e-5
+
+    def forward(self, x):
+        x = x.contiguous()
+        n_cols = x.shape[-1]
+        n_rows = x.numel() // n_cols
+        out = torch.empty_like(x)
+        block = triton.next_power_of_2(n_cols)
+        rmsnorm_kernel[(n_rows,)](x, self.weight, out, n_cols, self.eps, BLOCK_SIZE=block)
+        return out

@@ -1,0 +1,188 @@
+"""The static study: metrics of every Triton corpus kernel, and bug variants against their controls.
+
+Why: the question is which seeded bug classes a static gate ("any metric differs from the
+control's") would catch, and which compile to the very same PTX so that no static check can. The
+pairing comes from each entry's `control` field, never from file names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from rescore.static.compile import ARCHS, compile_many
+from rescore.static.launches import capture_many
+from rescore.static.metrics import METRIC_COLUMNS
+
+ENTRY_COLUMNS = ("id", "op", "label", "language", "control", "bug_class")
+# how the kernels of one submission combine into one number per metric
+_MAX_METRICS = {"registers", "shared", "local"}
+
+
+def static_table(
+    entries: Iterable[dict],
+    *,
+    archs: Sequence[int] = ARCHS,
+    cache_dir: str | Path | None = None,
+    parallel: int | None = None,
+    timeout: float = 300.0,
+) -> pd.DataFrame:
+    """One row per (Triton entry, distinct kernel launch, arch) with its static metrics.
+
+    entries are dicts with id, op, label, language, control, bug_class, path (the submission)
+    and problem_path. Non-Triton entries are left out. An entry whose capture failed gets one
+    row per arch with that outcome (capture_error, no_launch, timeout, crash) and no metrics.
+    Columns: submission_id, op, label, language, control, bug_class, arch, kernel, kernel_index,
+    outcome, error, METRIC_COLUMNS, spill_stores, spill_loads, ptx_hash, ... (see compile_many).
+    """
+    tri = [e for e in entries if e.get("language") == "triton"]
+    caps = capture_many(
+        [(e["problem_path"], e["path"]) for e in tri], parallel=parallel, timeout=timeout, cache_dir=cache_dir
+    )
+    items = [
+        (e["path"], cap.get("launches", []) if cap.get("outcome") == "ok" else [])
+        for e, cap in zip(tri, caps, strict=True)
+    ]
+    compiled = compile_many(items, archs=archs, parallel=parallel, timeout=timeout, cache_dir=cache_dir)
+    rows: list[dict] = []
+    for e, cap, krows in zip(tri, caps, compiled, strict=True):
+        base = {
+            "submission_id": e["id"],
+            **{c: e.get(c) for c in ENTRY_COLUMNS if c != "id"},
+            "capture_outcome": cap.get("outcome"),
+            "capture_seconds": cap.get("seconds"),
+        }
+        if not krows:
+            for arch in archs:
+                rows.append(
+                    {**base, "arch": f"sm_{arch}", "outcome": cap.get("outcome"), "error": cap.get("error")}
+                )
+        for r in krows:
+            rows.append({**base, **r})
+    df = pd.DataFrame(rows)
+    for col in METRIC_COLUMNS:
+        if col not in df:
+            df[col] = pd.NA
+    return df
+
+
+def _submission_view(metrics_df: pd.DataFrame) -> dict[tuple[str, str], dict]:
+    """Per (submission, arch): outcome, combined metrics, per-kernel vectors and hashes."""
+    out: dict[tuple[str, str], dict] = {}
+    for (sid, arch), g in metrics_df.groupby(["submission_id", "arch"], sort=False):
+        g = g.sort_values("kernel_index") if "kernel_index" in g and g["kernel_index"].notna().all() else g
+        bad = g[g["outcome"] != "ok"]
+        rec: dict = {
+            "outcome": "ok" if bad.empty else bad["outcome"].iloc[0],
+            "error": None if bad.empty else bad["error"].iloc[0],
+        }
+        if bad.empty:
+            for col in METRIC_COLUMNS:
+                vals = pd.to_numeric(g[col])
+                rec[col] = vals.max() if col in _MAX_METRICS else vals.sum()
+            rec["vectors"] = [tuple(r[c] for c in METRIC_COLUMNS) for _, r in g.iterrows()]
+            rec["hashes"] = list(g["ptx_hash"])
+        out[(sid, arch)] = rec
+    return out
+
+
+def paired_deltas(metrics_df: pd.DataFrame, entries: Iterable[dict]) -> pd.DataFrame:
+    """One row per (buggy variant, arch), paired with the entry its `control` field names.
+
+    Columns: variant_id, control_id, op, bug_class, arch, variant_outcome, control_outcome,
+    comparable (both compiled), delta_<metric> (variant minus control) for METRIC_COLUMNS,
+    n_metrics_changed, changed_metrics, metrics_identical (every kernel's metric vector equal),
+    ptx_identical (every kernel's normalised PTX hash equal). Deltas and flags are NA when the
+    pair is not comparable.
+    """
+    entries = list(entries)
+    view = _submission_view(metrics_df)
+    archs = sorted(metrics_df["arch"].dropna().unique()) if len(metrics_df) else []
+    rows = []
+    for e in entries:
+        if e.get("label") != "buggy" or not e.get("control") or e.get("language") != "triton":
+            continue
+        for arch in archs:
+            v, c = view.get((e["id"], arch)), view.get((e["control"], arch))
+            row = {
+                "variant_id": e["id"],
+                "control_id": e["control"],
+                "op": e.get("op"),
+                "bug_class": e.get("bug_class"),
+                "arch": arch,
+                "variant_outcome": v["outcome"] if v else "missing",
+                "control_outcome": c["outcome"] if c else "missing",
+                "variant_error": v["error"] if v else None,
+            }
+            row["comparable"] = row["variant_outcome"] == "ok" and row["control_outcome"] == "ok"
+            if row["comparable"]:
+                changed = [m for m in METRIC_COLUMNS if v[m] != c[m]]
+                row.update({f"delta_{m}": v[m] - c[m] for m in METRIC_COLUMNS})
+                row["control_instructions"] = c["instructions"]
+                row["n_metrics_changed"] = len(changed)
+                row["changed_metrics"] = ",".join(changed)
+                row["metrics_identical"] = v["vectors"] == c["vectors"]
+                row["ptx_identical"] = v["hashes"] == c["hashes"]
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    for col in ("metrics_identical", "ptx_identical", "n_metrics_changed", "changed_metrics"):
+        if col not in df:
+            df[col] = pd.NA
+    return df
+
+
+def class_summary(pairs_df: pd.DataFrame) -> pd.DataFrame:
+    """Per (bug_class, arch): how many pairs, how many the static gate catches, how many are PTX-identical.
+
+    Columns: n_pairs, n_compared, n_gate (some metric differs), n_ptx_identical,
+    n_same_metrics_other_ptx (metrics equal but PTX differs: constant-only changes),
+    n_variant_rejected (variant does not compile while its control does), gate_rate
+    (n_gate / n_compared).
+    """
+    if pairs_df.empty:
+        return pd.DataFrame(
+            columns=[
+                "bug_class",
+                "arch",
+                "n_pairs",
+                "n_compared",
+                "n_gate",
+                "n_ptx_identical",
+                "n_same_metrics_other_ptx",
+                "n_variant_rejected",
+                "gate_rate",
+            ]
+        )
+    df = pairs_df.copy()
+    cmp_ = df["comparable"].astype(bool)
+    same = df["metrics_identical"].fillna(False).astype(bool)
+    ptx_same = df["ptx_identical"].fillna(False).astype(bool)
+    df["_gate"] = cmp_ & ~same
+    df["_ptx"] = cmp_ & ptx_same
+    df["_const"] = cmp_ & same & ~ptx_same
+    df["_rej"] = (df["variant_outcome"] == "compile_error") & (df["control_outcome"] == "ok")
+    out = (
+        df.groupby(["bug_class", "arch"], dropna=False)
+        .agg(
+            n_pairs=("variant_id", "size"),
+            n_compared=("comparable", "sum"),
+            n_gate=("_gate", "sum"),
+            n_ptx_identical=("_ptx", "sum"),
+            n_same_metrics_other_ptx=("_const", "sum"),
+            n_variant_rejected=("_rej", "sum"),
+        )
+        .reset_index()
+    )
+    out["gate_rate"] = out["n_gate"] / out["n_compared"].where(out["n_compared"] > 0)
+    return out
+
+
+def static_figures(
+    pairs_df: pd.DataFrame, recall_df: pd.DataFrame | None, out_dir: str | Path, arch: str = "sm_90"
+) -> list[Path]:
+    """The study's figures (see rescore.static.figures)."""
+    from rescore.static.figures import static_figures as _figures
+
+    return _figures(pairs_df, recall_df, out_dir, arch=arch)

@@ -1,0 +1,72 @@
+"""The NaN-aware comparison: wrong values are flagged, right ones pass, NaN where the reference has
+NaN is not a failure, and a non-finite value the dtype itself forces is accepted."""
+
+import math
+
+import torch
+
+from rescore.oracle.compare import compare, max_finite_error
+
+
+def test_correct_values_pass():
+    t = torch.randn(100, dtype=torch.float64)
+    c = compare(t.to(torch.float32), t, torch.float32, atol=1e-5, rtol=1.3e-6)
+    assert c.outcome == "pass"
+    assert c.n_mismatch == 0 and c.err_ulp <= 0.5 + 1e-9
+
+
+def test_wrong_values_are_flagged_with_location():
+    t = torch.randn(4, 5, dtype=torch.float64)
+    out = t.to(torch.float32).clone()
+    out[2, 3] += 1.0
+    c = compare(out, t, torch.float32, atol=1e-5, rtol=1.3e-6)
+    assert c.outcome == "mismatch"
+    assert c.n_mismatch == 1 and c.first_mismatch == [2, 3]
+    assert abs(c.max_abs_err - 1.0) < 1e-5
+    assert "1 / 20 elements" in c.message() and "(2, 3)" in c.message()
+
+
+def test_nan_where_reference_has_nan_is_not_a_failure():
+    t = torch.tensor([1.0, math.nan, -math.inf, 2.0], dtype=torch.float64)
+    out = torch.tensor([1.0, math.nan, -math.inf, 2.0], dtype=torch.float32)
+    assert compare(out, t, torch.float32, 1e-5, 1e-6).outcome == "pass"
+
+
+def test_nan_where_reference_is_finite_is_nonfinite():
+    t = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    out = torch.tensor([1.0, math.nan], dtype=torch.float32)
+    c = compare(out, t, torch.float32, 1e-5, 1e-6)
+    assert c.outcome == "nonfinite" and c.n_nonfinite == 1
+
+
+def test_finite_where_reference_is_nan_is_nonfinite():
+    t = torch.tensor([math.nan], dtype=torch.float64)
+    assert compare(torch.tensor([0.0]), t, torch.float32, 1e-5, 1e-6).outcome == "nonfinite"
+
+
+def test_overflow_forced_by_the_dtype_is_accepted():
+    t = torch.tensor([70000.0], dtype=torch.float64)  # not representable in float16
+    out = torch.tensor([math.inf], dtype=torch.float16)
+    assert compare(out, t, torch.float16, 1e-5, 1e-3).outcome == "pass"
+
+
+def test_nonfinite_matching_the_low_precision_reference_is_accepted():
+    t = torch.tensor([1e30], dtype=torch.float64)
+    ref_lowp = torch.tensor([math.inf], dtype=torch.float32)  # e.g. x*x overflowed in float32
+    out = torch.tensor([math.inf], dtype=torch.float32)
+    assert compare(out, t, torch.float32, 1e-5, 1e-6, ref_lowp=ref_lowp).outcome == "pass"
+    assert compare(out, t, torch.float32, 1e-5, 1e-6).outcome == "nonfinite"
+
+
+def test_slack_from_the_reference_error_admits_a_correct_reduction():
+    torch.manual_seed(0)
+    x = torch.randn(64, 4096, dtype=torch.float64)
+    truth = x.sum(1)
+    ref32 = x.float().sum(1)
+    naive = torch.zeros(64)
+    for i in range(0, 4096, 1024):  # block-sequential float32 accumulation, as a Triton kernel does
+        naive += x[:, i:i + 1024].float().sum(1)
+    strict = compare(naive, truth, torch.float32, 1e-5, 1.3e-6)
+    slack = 4 * max_finite_error(ref32, truth)
+    assert compare(naive, truth, torch.float32, 1e-5, 1.3e-6, slack=slack).outcome == "pass"
+    assert strict.max_abs_err > 0

@@ -1,0 +1,51 @@
+"""Both oracles end to end on tiny Triton kernels under the interpreter."""
+
+from collections import Counter
+
+from conftest import toy_submission
+
+from rescore.oracle.fixed import trial_seeds
+from rescore.runner import RunConfig, run_submission
+
+CFG = RunConfig(strategies={"default": 6, "boundary": 6}, dtypes=("float32", "float16"))
+
+
+def test_kernelbench_trial_seeds_follow_the_benchmark():
+    import torch
+
+    torch.manual_seed(42)
+    expected = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(5)]
+    assert trial_seeds() == expected
+
+
+def test_correct_kernel_passes_both_oracles(worker):
+    rows = run_submission(toy_submission("problem_scale.py", "scale_correct.py"), CFG, worker)
+    assert Counter(r["outcome"] for r in rows) == {"pass": 25}
+
+
+def test_tail_bug_passes_the_fixed_check_but_not_fuzzing(worker):
+    rows = run_submission(toy_submission("problem_scale.py", "scale_tail_bug.py"), CFG, worker)
+    fixed = [r for r in rows if r["oracle"] == "fixed"]
+    assert fixed[0]["outcome"] == "pass"  # 8 x 1024 is a multiple of the block: the illusion
+    fuzz = Counter(r["outcome"] for r in rows if r["oracle"] == "fuzz")
+    assert fuzz["nonfinite"] + fuzz["mismatch"] >= 20
+
+
+def test_correct_block_reduction_is_not_flagged_against_float64(worker):
+    """A 4096-term float32 row sum: assert_close defaults would flag it; the policy must not."""
+    cfg = RunConfig(strategies={"default": 8}, dtypes=("float32",))
+    sub = toy_submission("problem_rowsum.py", "rowsum_triton.py", dtypes=("float32",))
+    rows = run_submission(sub, cfg, worker)
+    assert Counter(r["outcome"] for r in rows) == {"pass": 9}
+    fuzz = [r for r in rows if r["oracle"] == "fuzz"]
+    assert all(r["bound"] is not None for r in fuzz)
+
+
+def test_schema_inference_fuzzes_sizes_but_not_the_axis(worker):
+    cfg = RunConfig(strategies={"default": 5}, dtypes=("float32",))
+    rows = run_submission(toy_submission("problem_rowsum.py", "rowsum_triton.py", dtypes=("float32",)), cfg, worker)
+    import json
+
+    sizes = [json.loads(r["sizes"]) for r in rows if r["oracle"] == "fuzz"]
+    assert all(set(s) == {"rows", "cols"} for s in sizes)
+    assert len({(s["rows"], s["cols"]) for s in sizes}) > 1
