@@ -11,7 +11,7 @@ def l2norm_kernel(x_ptr, out_ptr, n_cols, eps, BLOCK_SIZE: tl.constexpr):
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
-    sum_sq = tl.sum(x * x, axis=0)
+    sum_sq = tl.sum(x * x, axis=0).to(tl.float32)
     inv_norm = 1.0 / tl.sqrt(sum_sq + eps)
     tl.store(out_ptr + row * n_cols + cols, (x * inv_norm).to(out_ptr.dtype.element_ty), mask=mask)
 
