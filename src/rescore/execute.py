@@ -313,10 +313,7 @@ class Executor:
                     *[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64])
                 lowp_inputs = [x.to(device).to(tdtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
                                else (x.to(device) if isinstance(x, torch.Tensor) else x) for x in inputs64]
-                try:
-                    ref_lowp = ref_model.to(device).to(tdtype)(*lowp_inputs)
-                except Exception:
-                    ref_lowp = None
+                ref_lowp = _reference_at(ref_model, lowp_inputs, device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again
             raise _ReferenceRejects(f"{type(exc).__name__}: {exc}"[:300]) from exc
         truths = _flatten(ref_model_out)
@@ -400,6 +397,22 @@ class Executor:
             if worst is None or (worst["outcome"] == "pass" and c["outcome"] != "pass"):
                 worst = c
         return worst or {"outcome": "pass"}
+
+
+def _reference_at(model, inputs: list, device: str, dtype: torch.dtype):
+    """The reference as a correct kernel at `dtype` computes it: half types accumulate in float32,
+    so the module runs in float32 on the dtype-rounded inputs and its output is rounded to `dtype`."""
+    compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    args = [x.to(compute) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    try:
+        out = model.to(device).to(compute)(*args)
+    except Exception:
+        return None
+    if isinstance(out, torch.Tensor):
+        return out.to(dtype) if out.dtype == compute else out
+    if isinstance(out, (tuple, list)):
+        return type(out)(o.to(dtype) if isinstance(o, torch.Tensor) and o.dtype == compute else o for o in out)
+    return out
 
 
 class _ReferenceRejects(Exception):

@@ -1,7 +1,8 @@
 """Tolerance policies: named, documented rules that turn a case into pass/fail with the bound used.
 
 `reference-lowp` is the fuzz oracle's default (PyTorch's own practice for reference tests): the
-candidate may be no farther from float64 than the reference module run at the test dtype, times a
+candidate may be no farther from float64 than the reference module run at the test dtype (for half
+types: in float32 on the rounded inputs, output rounded, as a correct kernel accumulates), times a
 small factor, plus the dtype's `assert_close` tolerance. Against float64 a correct reduction's
 error scales with the size of its terms and the reduction length, not with the result, so a fixed
 rtol alone would flag correct sums that cancel; the low-precision reference carries that scale.

@@ -26,30 +26,35 @@ def _plt():
 
 
 def delta_heatmap(pairs: pd.DataFrame, path: Path, arch: str) -> Path | None:
-    """Rows: bug classes; columns: metrics; colour: share of pairs where the metric changed."""
+    """Rows: bug classes; columns: metrics (colour: share of pairs where it changed, text: mean
+    delta) and a last column with the share of pairs whose PTX is identical to the control's."""
     df = pairs[(pairs["arch"] == arch) & pairs["comparable"].astype(bool)]
     if df.empty:
         return None
     moved = [m for m in METRIC_COLUMNS if f"delta_{m}" in df and (df[f"delta_{m}"] != 0).any()]
     metrics = list(dict.fromkeys([*_HEADLINE, *moved]))
     classes = sorted(df["bug_class"].fillna("?").unique())
-    share = np.zeros((len(classes), len(metrics)))
-    mean = np.zeros_like(share)
+    columns = [*metrics, "identical PTX"]
+    share = np.zeros((len(classes), len(columns)))
+    text = np.empty(share.shape, dtype=object)
     for i, bc in enumerate(classes):
         g = df[df["bug_class"].fillna("?") == bc]
         for j, m in enumerate(metrics):
             d = pd.to_numeric(g[f"delta_{m}"]).astype(float)
             share[i, j] = (d != 0).mean()
-            mean[i, j] = d.mean()
+            text[i, j] = f"{d.mean():+.3g}"
+        same = g["ptx_identical"].astype(bool)
+        share[i, -1] = same.mean()
+        text[i, -1] = f"{int(same.sum())}/{len(g)}"
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(metrics), 1.2 + 0.45 * len(classes)))
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(columns), 1.2 + 0.45 * len(classes)))
     im = ax.imshow(share, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     for i in range(len(classes)):
-        for j in range(len(metrics)):
+        for j in range(len(columns)):
             ax.text(
                 j,
                 i,
-                f"{mean[i, j]:+.3g}",
+                text[i, j],
                 ha="center",
                 va="center",
                 fontsize=7,
@@ -57,9 +62,11 @@ def delta_heatmap(pairs: pd.DataFrame, path: Path, arch: str) -> Path | None:
             )
     counts = df["bug_class"].fillna("?").value_counts()
     ax.set_yticks(range(len(classes)), [f"{c} (n={counts[c]})" for c in classes], fontsize=8)
-    ax.set_xticks(range(len(metrics)), metrics, rotation=60, ha="right", fontsize=8)
-    ax.set_title(f"Static metric change, variant vs control ({arch}); text: mean delta", fontsize=9)
-    fig.colorbar(im, ax=ax, label="share of pairs where the metric changed")
+    ax.set_xticks(range(len(columns)), columns, rotation=60, ha="right", fontsize=8)
+    ax.set_title(
+        f"Static change, variant vs control ({arch}); text: mean delta / pairs with same PTX", fontsize=9
+    )
+    fig.colorbar(im, ax=ax, label="share of pairs where the metric changed (last column: PTX identical)")
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
@@ -74,22 +81,24 @@ def delta_vs_recall(pairs: pd.DataFrame, recall: pd.DataFrame, path: Path, arch:
     if df.empty:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(9.5, 4.8))
     rng = np.random.default_rng(0)
     classes = sorted(df["bug_class"].fillna("?").unique())
-    cmap = plt.get_cmap("tab10")
+    cmap = plt.get_cmap("tab20")
+    shapes = "osD^v"
     for k, bc in enumerate(classes):
         g = df[df["bug_class"].fillna("?") == bc]
         x = g["n_metrics_changed"].astype(float).to_numpy() + rng.uniform(-0.15, 0.15, len(g))
         y = rec.loc[g["variant_id"]].to_numpy()
         same_ptx = g["ptx_identical"].astype(bool).to_numpy()
-        ax.scatter(x[~same_ptx], y[~same_ptx], color=cmap(k % 10), label=bc, s=28)
-        ax.scatter(x[same_ptx], y[same_ptx], color=cmap(k % 10), marker="x", s=40)
+        color = cmap(k % 20)
+        ax.scatter(x[~same_ptx], y[~same_ptx], color=color, marker=shapes[(k // 20) % 5], label=bc, s=28)
+        ax.scatter(x[same_ptx], y[same_ptx], color=color, marker="x", s=40)
     ax.set_xlabel("metrics changed vs control (x: identical PTX)")
     ax.set_ylabel("dynamic recall (fuzzing)")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(f"Static change vs dynamic recall ({arch})", fontsize=9)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(classes) // 24)
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)

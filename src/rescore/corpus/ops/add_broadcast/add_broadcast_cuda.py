@@ -7,7 +7,7 @@ from torch.utils.cpp_extension import load_inline
 
 CUDA_SRC = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 template <typename scalar_t>
@@ -30,7 +30,7 @@ torch::Tensor add_bias_forward(torch::Tensor x, torch::Tensor bias) {
     const int threads = 256;
     const int64_t blocks = (rows * cols + threads - 1) / threads;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "add_bias_forward", [&] {
-        add_bias_kernel<scalar_t><<<static_cast<unsigned int>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        add_bias_kernel<scalar_t><<<static_cast<unsigned int>(blocks), threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
             x.data_ptr<scalar_t>(), bias.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), rows, cols);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -7,7 +7,7 @@ from torch.utils.cpp_extension import load_inline
 
 CUDA_SRC = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 // Tree sum over the block through shared memory; every thread gets the total.
@@ -58,12 +58,12 @@ torch::Tensor layernorm_forward(torch::Tensor x, torch::Tensor weight, torch::Te
     auto y = torch::empty_like(x);
     const int64_t cols = x.size(-1);
 
-    const int64_t rows = x.numel() / cols;
     if (x.numel() == 0) return y;
+    const int64_t rows = x.numel() / cols;
     const int threads = 256;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "layernorm_forward", [&] {
         layernorm_kernel<scalar_t><<<static_cast<unsigned int>(rows), threads, threads * sizeof(float),
-                           at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), bias.data_ptr<scalar_t>(),
+                           c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), bias.data_ptr<scalar_t>(),
             y.data_ptr<scalar_t>(), cols, 1e-5f);
     });
     C10_CUDA_layernorm_kernel_LAUNCH_CHECK();

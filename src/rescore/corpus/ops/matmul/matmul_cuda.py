@@ -7,7 +7,7 @@ from torch.utils.cpp_extension import load_inline
 
 CUDA_SRC = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 #define TILE 16
@@ -44,7 +44,7 @@ torch::Tensor matmul_forward(torch::Tensor A, torch::Tensor B) {
     const dim3 threads(TILE, TILE);
     const dim3 blocks((N + TILE - 1) / TILE, (M + TILE - 1) / TILE);
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(A.scalar_type(), "matmul_forward", [&] {
-        matmul_tiled_kernel<scalar_t><<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        matmul_tiled_kernel<scalar_t><<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
             A.data_ptr<scalar_t>(), B.data_ptr<scalar_t>(), C.data_ptr<scalar_t>(), M, N, K);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();

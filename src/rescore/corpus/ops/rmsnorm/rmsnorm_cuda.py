@@ -7,7 +7,7 @@ from torch.utils.cpp_extension import load_inline
 
 CUDA_SRC = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 // Tree sum over the block through shared memory; every thread gets the total.
@@ -51,12 +51,12 @@ torch::Tensor rmsnorm_forward(torch::Tensor x, torch::Tensor weight) {
     auto y = torch::empty_like(x);
     const int64_t cols = x.size(-1);
 
-    const int64_t rows = x.numel() / cols;
     if (x.numel() == 0) return y;
+    const int64_t rows = x.numel() / cols;
     const int threads = 256;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "rmsnorm_forward", [&] {
         rmsnorm_kernel<scalar_t><<<static_cast<unsigned int>(rows), threads, threads * sizeof(float),
-                           at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
+                           c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
     });
     C10_CUDA_rmsnorm_kernel_LAUNCH_CHECK();
     return y;

@@ -7,7 +7,7 @@ from torch.utils.cpp_extension import load_inline
 
 CUDA_SRC = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 // max that lets NaN win, as torch.amax does
@@ -40,12 +40,12 @@ torch::Tensor row_max_forward(torch::Tensor x) {
     sizes.pop_back();
     auto y = torch::empty(sizes, x.options());
 
-    const int64_t rows = x.numel() / cols;
     if (x.numel() == 0) return y;
+    const int64_t rows = x.numel() / cols;
     const int threads = 256;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "row_max_forward", [&] {
         row_max_kernel<scalar_t><<<static_cast<unsigned int>(rows), threads, threads * sizeof(float),
-                           at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
+                           c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
     });
     C10_CUDA_row_max_kernel_LAUNCH_CHECK();
     return y;

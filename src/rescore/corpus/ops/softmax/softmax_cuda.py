@@ -7,7 +7,7 @@ from torch.utils.cpp_extension import load_inline
 
 CUDA_SRC = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 template <typename scalar_t>
@@ -49,12 +49,12 @@ torch::Tensor softmax_forward(torch::Tensor x) {
     auto y = torch::empty_like(x);
     const int64_t cols = x.size(-1);
 
-    const int64_t rows = x.numel() / cols;
     if (x.numel() == 0) return y;
+    const int64_t rows = x.numel() / cols;
     const int threads = 256;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "softmax_forward", [&] {
         softmax_kernel<scalar_t><<<static_cast<unsigned int>(rows), threads, threads * sizeof(float),
-                           at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
+                           c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
     });
     C10_CUDA_softmax_kernel_LAUNCH_CHECK();
     return y;
