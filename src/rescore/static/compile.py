@@ -7,10 +7,16 @@ and static shared memory. The interpreter accepts code the compiler rejects; suc
 `compile_error` with the compiler's message, never an exception. Artifacts (PTX, cubin, ptxas log,
 result) live in a cache folder keyed by the content hash of the kernel's source and launch.
 
-Triton API notes (3.6 and 3.7 take the same form): ASTSource(fn, signature, constexprs, attrs)
-with signature {arg name: type string, constexpr args as "constexpr"}, constexprs {(arg index,):
-value} and attrs {(arg index,): [["tt.divisibility", 16]]}; an int equal to 1 is a constexpr, not
-an attribute. 3.0-3.2 took `constants=` and an AttrsDescriptor instead: not supported.
+Triton API notes (read from the 3.6.0 and 3.7.1 sources): both take ASTSource(fn, signature,
+constexprs=None, attrs=None) with signature {arg name: type string, constexpr args "constexpr"}
+(3.7 raises TypeError on non-str keys), constexprs {(arg index,): value} and attrs {(arg index,):
+[["tt.divisibility", 16]]}; an int equal to 1 is a constexpr, never an attribute, and
+KernelParam / the launcher's specialisation rules are the same. They differ in two places:
+3.6's launcher passes constexpr values through parse_attr too (a constexpr *string* containing
+"D" would get a divisibility attribute; 3.7 skips constexprs), and 3.7's make_cubin adds
+`--regAllocOptLevel=2` to ptxas (run_ptxas mirrors whichever the installed make_cubin uses).
+rescore builds attrs for non-constexpr arguments only, as 3.7 does. 3.0-3.2 took `constants=`
+and an AttrsDescriptor instead: not supported.
 """
 
 from __future__ import annotations

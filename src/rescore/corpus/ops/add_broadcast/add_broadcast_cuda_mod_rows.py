@@ -1,7 +1,6 @@
 """CUDA C bias add via load_inline: flat index over the (rows, cols) output, bias column = index % cols."""
 import hashlib
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -1,7 +1,6 @@
 """CUDA C GELU (tanh approximation) via load_inline, computed in float32."""
 import hashlib
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

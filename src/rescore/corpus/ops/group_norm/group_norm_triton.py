@@ -21,13 +21,17 @@ def group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, group_size, channels_per_gro
     mean = tl.sum(acc, axis=0) / group_size
 
     acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    acc_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     for start in range(0, group_size, BLOCK_SIZE):
         idx = start + offs
         mask = idx < group_size
         x = tl.load(x_group + idx, mask=mask, other=0.0).to(tl.float32)
         diff = tl.where(mask, x - mean, 0.0)
-        acc += diff * diff
-    var = tl.sum(acc, axis=0) / group_size
+        acc += diff
+        acc_sq += diff * diff
+    # the deviations' own mean corrects the rounding of the first-pass mean
+    shift = tl.sum(acc, axis=0) / group_size
+    var = tl.sum(acc_sq, axis=0) / group_size - shift * shift
     rstd = 1.0 / tl.sqrt(var + eps)
 
     for start in range(0, group_size, BLOCK_SIZE):
@@ -37,7 +41,7 @@ def group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, group_size, channels_per_gro
         x = tl.load(x_group + idx, mask=mask, other=0.0).to(tl.float32)
         w = tl.load(w_ptr + channel, mask=mask, other=0.0).to(tl.float32)
         b = tl.load(b_ptr + channel, mask=mask, other=0.0).to(tl.float32)
-        y = (x - mean) * rstd * w + b
+        y = (x - mean - shift) * rstd * w + b
         tl.store(out_group + idx, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

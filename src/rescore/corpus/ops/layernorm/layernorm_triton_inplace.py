@@ -1,4 +1,7 @@
-"""Layer norm in Triton: one program per row, three passes over the row in blocks (mean, variance, write)."""
+"""Layer norm in Triton: one program per row, three passes over the row in blocks (mean, variance, write).
+
+The variance pass also corrects the mean, so near-constant rows keep their small deviations.
+"""
 import torch
 import torch.nn as nn
 import triton
@@ -20,13 +23,17 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, eps, BLOCK_SIZE: tl.c
     mean = tl.sum(acc, axis=0) / n_cols
 
     acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    acc_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
         cols = start + offs
         mask = cols < n_cols
         x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
         diff = tl.where(mask, x - mean, 0.0)
-        acc += diff * diff
-    var = tl.sum(acc, axis=0) / n_cols
+        acc += diff
+        acc_sq += diff * diff
+    # the deviations' own mean corrects the rounding of the first-pass mean
+    shift = tl.sum(acc, axis=0) / n_cols
+    var = tl.sum(acc_sq, axis=0) / n_cols - shift * shift
     rstd = 1.0 / tl.sqrt(var + eps)
 
     for start in range(0, n_cols, BLOCK_SIZE):
@@ -35,7 +42,7 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, eps, BLOCK_SIZE: tl.c
         x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        y = (x - mean) * rstd * w + b
+        y = (x - mean - shift) * rstd * w + b
         tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

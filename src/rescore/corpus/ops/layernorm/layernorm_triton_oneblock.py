@@ -15,11 +15,13 @@ def layernorm_row_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, eps, BLOCK_SIZE: 
     x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=0) / n_cols
     diff = tl.where(mask, x - mean, 0.0)
-    var = tl.sum(diff * diff, axis=0) / n_cols
+    # the deviations' own mean corrects the rounding of the first mean
+    shift = tl.sum(diff, axis=0) / n_cols
+    var = tl.sum(diff * diff, axis=0) / n_cols - shift * shift
     rstd = 1.0 / tl.sqrt(var + eps)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    y = diff * rstd * w + b
+    y = (diff - shift) * rstd * w + b
     tl.store(out_ptr + row * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

@@ -1,7 +1,6 @@
 """CUDA C tiled matmul via load_inline: 16x16 shared-memory tiles, one output per thread, float32 accumulator."""
 import hashlib
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -1,7 +1,6 @@
 """CUDA C ReLU via load_inline: one thread per element, float32/float16, NaN passes through."""
 import hashlib
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -12,14 +12,16 @@ def residual_layernorm_kernel(x_ptr, res_ptr, w_ptr, b_ptr, out_ptr, n_cols, eps
     mask = cols < n_cols
     x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
     res = tl.load(res_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
-    h = x + res
-    mean = tl.sum(h, axis=0) / n_cols
-    diff = tl.where(mask, h - mean, 0.0)
-    var = tl.sum(diff * diff, axis=0) / n_cols
+    # centre each input on its own mean before adding: x + res would round away small deviations
+    x_mean = tl.sum(x, axis=0) / n_cols
+    res_mean = tl.sum(res, axis=0) / n_cols
+    diff = tl.where(mask, (x - x_mean) + (res - res_mean), 0.0)
+    shift = tl.sum(diff, axis=0) / n_cols
+    var = tl.sum(diff * diff, axis=0) / n_cols - shift * shift
     rstd = 1.0 / tl.sqrt(var + eps)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    y = diff * rstd * w + b
+    y = (diff - shift) * rstd * w + b
     tl.store(out_ptr + row * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

@@ -1,7 +1,6 @@
 """CUDA C row max via load_inline: one block per row, NaN-propagating max like torch.amax."""
 import hashlib
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

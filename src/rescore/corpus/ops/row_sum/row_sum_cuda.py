@@ -1,7 +1,6 @@
 """CUDA C row sum via load_inline: one block per row, 4-wide unrolled strided loads plus a scalar tail."""
 import hashlib
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

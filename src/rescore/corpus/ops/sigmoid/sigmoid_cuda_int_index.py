@@ -1,7 +1,6 @@
 """CUDA C sigmoid via load_inline: one thread per element with 64-bit indexing."""
 import hashlib
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -1,7 +1,6 @@
 """CUDA C row softmax via load_inline: one block per row, shared-memory max and sum reductions."""
 import hashlib
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
