@@ -31,9 +31,14 @@ def toy_submission(problem: str, candidate: str, **kw):
     from rescore.check import detect_language
     from rescore.problem import Problem, Submission
 
-    p = Problem(problem_id=f"toy/{Path(problem).stem}", source=(TOY / problem).read_text(),
-                path=str(TOY / problem), op=Path(problem).stem)
+    p = Problem(
+        problem_id=f"toy/{Path(problem).stem}",
+        source=(TOY / problem).read_text(),
+        path=str(TOY / problem),
+        op=Path(problem).stem,
+    )
     src = (TOY / candidate).read_text()
     kw.setdefault("dtypes", ("float32", "float16"))
-    return Submission(name=Path(candidate).stem, problem=p, source=src, path=str(TOY / candidate),
-                      language=detect_language(src), **kw)
+    return Submission(
+        name=Path(candidate).stem, problem=p, source=src, path=str(TOY / candidate), language=detect_language(src), **kw
+    )

@@ -65,7 +65,7 @@ def test_slack_from_the_reference_error_admits_a_correct_reduction():
     ref32 = x.float().sum(1)
     naive = torch.zeros(64)
     for i in range(0, 4096, 1024):  # block-sequential float32 accumulation, as a Triton kernel does
-        naive += x[:, i:i + 1024].float().sum(1)
+        naive += x[:, i : i + 1024].float().sum(1)
     strict = compare(naive, truth, torch.float32, 1e-5, 1.3e-6)
     slack = 4 * max_finite_error(ref32, truth)
     assert compare(naive, truth, torch.float32, 1e-5, 1.3e-6, slack=slack).outcome == "pass"

@@ -9,14 +9,26 @@ from conftest import REPO, TOY
 
 
 def rescore(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rescore.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rescore.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_check_json_flags_the_illusion_and_replay_reproduces_it(tmp_path):
     out = tmp_path / "check.json"
-    r = rescore("check", str(TOY / "problem_scale.py"), str(TOY / "scale_tail_bug.py"), "--device", "cpu",
-                "--cases", "10", "--dtypes", "float32", "--json", str(out))
+    r = rescore(
+        "check",
+        str(TOY / "problem_scale.py"),
+        str(TOY / "scale_tail_bug.py"),
+        "--device",
+        "cpu",
+        "--cases",
+        "10",
+        "--dtypes",
+        "float32",
+        "--json",
+        str(out),
+    )
     assert r.returncode == 1, r.stderr
     assert "ILLUSION" in r.stdout
     doc = json.loads(out.read_text())
@@ -34,8 +46,17 @@ def test_check_json_flags_the_illusion_and_replay_reproduces_it(tmp_path):
 
 
 def test_check_exit_codes(tmp_path):
-    ok = rescore("check", str(TOY / "problem_scale.py"), str(TOY / "scale_correct.py"), "--device", "cpu",
-                 "--cases", "4", "--dtypes", "float32")
+    ok = rescore(
+        "check",
+        str(TOY / "problem_scale.py"),
+        str(TOY / "scale_correct.py"),
+        "--device",
+        "cpu",
+        "--cases",
+        "4",
+        "--dtypes",
+        "float32",
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     missing = rescore("check", str(TOY / "nope.py"), str(TOY / "scale_correct.py"))
     assert missing.returncode == 2 and "no such file" in missing.stderr

@@ -30,9 +30,7 @@ NAMES = ("correct", "drop_mul", "slope", "rejected", "broken_import")
 def _has_ptxas() -> bool:
     """Triton's bundled ptxas or one on PATH; found without importing triton in this process."""
     spec = importlib.util.find_spec("triton")
-    bundled = (
-        spec is not None and (Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "ptxas").exists()
-    )
+    bundled = spec is not None and (Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "ptxas").exists()
     return bool(bundled or shutil.which("ptxas"))
 
 
@@ -326,17 +324,12 @@ def test_study_tables_and_figures(compiled, tmp_path):
     p = pairs.set_index(["variant_id", "arch"])
     assert not p.loc[("v_struct", "sm_90"), "metrics_identical"]
     assert p.loc[("v_struct", "sm_90"), "delta_instructions"] < 0
-    assert (
-        p.loc[("v_const", "sm_90"), "metrics_identical"] and not p.loc[("v_const", "sm_90"), "ptx_identical"]
-    )
+    assert p.loc[("v_const", "sm_90"), "metrics_identical"] and not p.loc[("v_const", "sm_90"), "ptx_identical"]
     assert not p.loc[("v_rej", "sm_90"), "comparable"]
     assert p.loc[("v_rej", "sm_90"), "variant_outcome"] == "compile_error"
     s = class_summary(pairs).set_index(["bug_class", "arch"])
     assert s.loc[("dropped_op", "sm_90"), "n_gate"] == 1
-    assert (
-        s.loc[("constant", "sm_90"), "n_gate"] == 0
-        and s.loc[("constant", "sm_90"), "n_same_metrics_other_ptx"] == 1
-    )
+    assert s.loc[("constant", "sm_90"), "n_gate"] == 0 and s.loc[("constant", "sm_90"), "n_same_metrics_other_ptx"] == 1
     assert s.loc[("interp_only", "sm_90"), "n_variant_rejected"] == 1
     recall = pd.DataFrame({"submission_id": ["v_struct", "v_const"], "recall": [1.0, 0.25]})
     paths = static_figures(pairs, recall, tmp_path)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import REPO
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
@@ -42,8 +41,14 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def test_all_outputs_exist(run_dir):
-    for out in ["tables/submissions.parquet", "tables/cases.parquet", "tables/illusion.parquet",
-                "failures/failures.parquet", "figures/verdicts.png", "figures/verdicts.pdf"]:
+    for out in [
+        "tables/submissions.parquet",
+        "tables/cases.parquet",
+        "tables/illusion.parquet",
+        "failures/failures.parquet",
+        "figures/verdicts.png",
+        "figures/verdicts.pdf",
+    ]:
         assert (run_dir / "results" / out).stat().st_size > 0, out
     illusion = pd.read_parquet(run_dir / "results/tables/illusion.parquet")
     assert set(illusion["fixed_verdict"]) <= {"pass", "fail", "skipped"}

@@ -32,8 +32,15 @@ def pair_from_files(problem_path: str, submission_path: str) -> Submission:
     psrc = read_source(problem_path)
     problem = Problem(problem_id=Path(problem_path).stem, source=psrc, path=problem_path, op=Path(problem_path).stem)
     ssrc = read_source(submission_path)
-    return Submission(name=Path(submission_path).stem, problem=problem, source=ssrc, path=submission_path,
-                      dump="cli", language=detect_language(ssrc), dtypes=())
+    return Submission(
+        name=Path(submission_path).stem,
+        problem=problem,
+        source=ssrc,
+        path=submission_path,
+        dump="cli",
+        language=detect_language(ssrc),
+        dtypes=(),
+    )
 
 
 def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, progress=None) -> tuple[dict, list[dict]]:
@@ -68,9 +75,13 @@ def summarize(rows: list[dict]) -> dict:
     skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == "skipped")
     fixed_doc = {"verdict": "pass" if fixed and fixed["outcome"] == "pass" else "fail"}
     if fixed:
-        fixed_doc.update(outcome=fixed["outcome"], profile=fixed.get("tolerance_policy"),
-                         max_difference=fixed.get("max_abs_err"), reason=fixed.get("reason") or "",
-                         replay=fixed.get("replay"))
+        fixed_doc.update(
+            outcome=fixed["outcome"],
+            profile=fixed.get("tolerance_policy"),
+            max_difference=fixed.get("max_abs_err"),
+            reason=fixed.get("reason") or "",
+            replay=fixed.get("replay"),
+        )
     return {
         "fixed": fixed_doc,
         "fuzz": {
@@ -94,7 +105,9 @@ def human_summary(doc: dict, sub: Submission, device: str) -> str:
         lines.append(f"    skipped {n}: {reason}")
     if fz["failures"]:
         first = fz["failures"][0]
-        lines.append(f"  first failure: {first['outcome']} ({first['strategy']}, {first['dtype']}, sizes {first['sizes']})")
+        lines.append(
+            f"  first failure: {first['outcome']} ({first['strategy']}, {first['dtype']}, sizes {first['sizes']})"
+        )
         for text in (first.get("reason") or "").splitlines():
             lines.append(f"    {text}")
         lines.append(f"  replay: {first['replay']}")

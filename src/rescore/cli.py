@@ -18,8 +18,15 @@ def _config(args: argparse.Namespace):
     per = max(1, args.cases // len(strategies))
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
     budget = args.budget or (1 << 20 if device == "cuda" else 1 << 15)
-    return RunConfig(device=device, master_seed=args.seed, strategies={s: per for s in strategies}, dtypes=dtypes,
-                     fixed_profile=args.profile, timeout_s=args.timeout, budget=budget)
+    return RunConfig(
+        device=device,
+        master_seed=args.seed,
+        strategies={s: per for s in strategies},
+        dtypes=dtypes,
+        fixed_profile=args.profile,
+        timeout_s=args.timeout,
+        budget=budget,
+    )
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -73,13 +80,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def run_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                       help="auto: CUDA when present, else the CPU through the Triton interpreter")
+        p.add_argument(
+            "--device",
+            choices=["auto", "cpu", "cuda"],
+            default="auto",
+            help="auto: CUDA when present, else the CPU through the Triton interpreter",
+        )
         p.add_argument("--dtypes", default="float32,float16,bfloat16")
         p.add_argument("--timeout", type=float, default=120.0, help="seconds per case before it is a timeout")
         p.add_argument("--budget", type=int, default=0, help="max elements of the largest input (0: per device)")
-        p.add_argument("--profile", default="kernelbench-v0.1", choices=["kernelbench-v0.1", "kernelbench-head"],
-                       help="the fixed-shape check's tolerance profile")
+        p.add_argument(
+            "--profile",
+            default="kernelbench-v0.1",
+            choices=["kernelbench-v0.1", "kernelbench-head"],
+            help="the fixed-shape check's tolerance profile",
+        )
 
     check = sub.add_parser("check", help="fixed-shape check and fuzz oracle on PROBLEM.py SUBMISSION.py")
     check.add_argument("problem")
@@ -91,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_options(check)
     check.set_defaults(func=cmd_check)
 
-    replay = sub.add_parser("replay", help="re-run one stored case: FAILURE_ID, or PROBLEM SUBMISSION --strategy --seed")
+    replay = sub.add_parser(
+        "replay", help="re-run one stored case: FAILURE_ID, or PROBLEM SUBMISSION --strategy --seed"
+    )
     replay.add_argument("target", nargs="+", help="FAILURE_ID, or PROBLEM.py SUBMISSION.py")
     replay.add_argument("--strategy", default="default")
     replay.add_argument("--seed", type=int)

@@ -70,7 +70,9 @@ def inputs_hash(inputs: list) -> str:
 
 def _is_cuda_failure(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}"
-    return any(s in text for s in ("CUDA error", "illegal memory access", "CUDA_ERROR", "cudaError", "device-side assert"))
+    return any(
+        s in text for s in ("CUDA error", "illegal memory access", "CUDA_ERROR", "cudaError", "device-side assert")
+    )
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -110,7 +112,7 @@ def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdic
     if isinstance(exc, REFUSALS) and candidate_file:
         files = _frames(exc.__traceback__)
         own = [i for i, f in enumerate(files) if _is_file(f, candidate_file)]
-        if own and all(_is_file(f, candidate_file) for f in files[own[0]:]):
+        if own and all(_is_file(f, candidate_file) for f in files[own[0] :]):
             return Verdict("declined", text + _where(exc))
     return Verdict("crash", text + _where(exc))
 
@@ -164,13 +166,15 @@ class Executor:
                 explicit = schema_from_spec(problem["schema"], sizes, self.problem)
                 domains = dict(inferred.domains)
                 domains.update(explicit.domains)
-                self.schema = OpSchema(explicit.dims, explicit.reduction, domains, explicit.max_elements,
-                                       False, explicit.family)
+                self.schema = OpSchema(
+                    explicit.dims, explicit.reduction, domains, explicit.max_elements, False, explicit.family
+                )
             else:
                 self.schema = inferred
         except BaseException as exc:  # noqa: BLE001 - a broken problem is recorded, not raised
-            self.load_error = Verdict("skipped", f"problem {problem['path']} could not be loaded: "
-                                                 f"{type(exc).__name__}: {exc}"[:500])
+            self.load_error = Verdict(
+                "skipped", f"problem {problem['path']} could not be loaded: {type(exc).__name__}: {exc}"[:500]
+            )
             return {}
         sub = job["submission"]
         if sub["language"] == "cuda" and self.device != "cuda":
@@ -191,8 +195,11 @@ class Executor:
         s = self.schema
         if s is None:
             return {}
-        return {"dims": [[d.name, d.default, d.lo, d.hi] for d in s.dims], "reduction": list(s.reduction),
-                "inferred": s.inferred}
+        return {
+            "dims": [[d.name, d.default, d.lo, d.hi] for d in s.dims],
+            "reduction": list(s.reduction),
+            "inferred": s.inferred,
+        }
 
     @property
     def candidate_file(self) -> str | None:
@@ -200,9 +207,19 @@ class Executor:
 
     # -- the fixed-shape check -------------------------------------------------------------------
     def run_fixed(self, profile: str, dtype: str = "float32") -> dict:
-        row = {"oracle": "fixed", "strategy": "fixed", "case_index": 0, "seed": 42, "dtype": dtype,
-               "tolerance_policy": profile, "device": self.device, "versions": self.versions,
-               "purpose": "evaluation", "layout": "contiguous", "values": "native"}
+        row = {
+            "oracle": "fixed",
+            "strategy": "fixed",
+            "case_index": 0,
+            "seed": 42,
+            "dtype": dtype,
+            "tolerance_policy": profile,
+            "device": self.device,
+            "versions": self.versions,
+            "purpose": "evaluation",
+            "layout": "contiguous",
+            "values": "native",
+        }
         skip = self._cannot_run(dtype)
         if skip:
             return dict(row, outcome=skip.outcome, reason=skip.reason)
@@ -219,10 +236,20 @@ class Executor:
         trials = result["trials"]
         diffs = [t.get("max_difference", float("nan")) for t in trials]
         failed = [t for t in trials if not t["passed"]]
-        reason = "" if not failed else (failed[0].get("reason") or f"allclose failed in {len(failed)}/{len(trials)} trials")
-        return dict(row, outcome="pass" if result["verdict"] == "pass" else "mismatch", reason=reason,
-                    max_abs_err=max(diffs) if diffs else None, atol=result["tolerance"], rtol=result["tolerance"],
-                    n_mismatch=len(failed), n_elements=len(trials), wall_ms=1e3 * (time.perf_counter() - start))
+        reason = (
+            "" if not failed else (failed[0].get("reason") or f"allclose failed in {len(failed)}/{len(trials)} trials")
+        )
+        return dict(
+            row,
+            outcome="pass" if result["verdict"] == "pass" else "mismatch",
+            reason=reason,
+            max_abs_err=max(diffs) if diffs else None,
+            atol=result["tolerance"],
+            rtol=result["tolerance"],
+            n_mismatch=len(failed),
+            n_elements=len(trials),
+            wall_ms=1e3 * (time.perf_counter() - start),
+        )
 
     # -- fuzz cases --------------------------------------------------------------------------------
     def _cannot_run(self, dtype: str) -> Verdict | None:
@@ -230,8 +257,11 @@ class Executor:
             return self.load_error
         sub = self.job["submission"]
         if dtype == "bfloat16" and self.device == "cpu" and sub["language"] == "triton":
-            return Verdict("skipped", "bfloat16 under the Triton interpreter is stored as raw 16-bit integers;"
-                                      " results would be wrong: run on a GPU")
+            return Verdict(
+                "skipped",
+                "bfloat16 under the Triton interpreter is stored as raw 16-bit integers;"
+                " results would be wrong: run on a GPU",
+            )
         return None
 
     def _verdict_of(self, exc: BaseException) -> Verdict:
@@ -251,8 +281,14 @@ class Executor:
         if override:
             sizes = dict(self.schema.defaults())
             sizes.update(override.get("sizes") or {})
-            return CaseSpec(strategy, seed, override.get("dtype", dtype), sizes,
-                            override.get("values", "normal"), override.get("layout", "contiguous"))
+            return CaseSpec(
+                strategy,
+                seed,
+                override.get("dtype", dtype),
+                sizes,
+                override.get("values", "normal"),
+                override.get("layout", "contiguous"),
+            )
         return get_strategy(strategy).draw(self.schema, dtype, seed, numel, budget)
 
     def make_inputs(self, spec: CaseSpec) -> tuple[list, list]:
@@ -275,8 +311,15 @@ class Executor:
 
     def run_case(self, strategy: str, seed: int, dtype: str, override: dict | None = None, repeat: int = 1) -> dict:
         """Run one fuzz case; returns a row of the `cases` table (without the submission's columns)."""
-        row = {"oracle": "fuzz", "strategy": strategy, "seed": seed, "dtype": dtype, "device": self.device,
-               "versions": self.versions, "tolerance_policy": DEFAULT_POLICY.name}
+        row = {
+            "oracle": "fuzz",
+            "strategy": strategy,
+            "seed": seed,
+            "dtype": dtype,
+            "device": self.device,
+            "versions": self.versions,
+            "tolerance_policy": DEFAULT_POLICY.name,
+        }
         skip = self._cannot_run(override.get("dtype", dtype) if override else dtype)
         if skip:
             return dict(row, outcome=skip.outcome, reason=skip.reason)
@@ -309,10 +352,17 @@ class Executor:
             torch.manual_seed(wseed)
             ref_model = self.problem.Model(*init)
             with torch.no_grad():
-                truth = ref_model_out = copy.deepcopy(ref_model).to(device).to(torch.float64)(
-                    *[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64])
-                lowp_inputs = [x.to(device).to(tdtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                               else (x.to(device) if isinstance(x, torch.Tensor) else x) for x in inputs64]
+                truth = ref_model_out = (
+                    copy.deepcopy(ref_model)
+                    .to(device)
+                    .to(torch.float64)(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64])
+                )
+                lowp_inputs = [
+                    x.to(device).to(tdtype)
+                    if isinstance(x, torch.Tensor) and x.is_floating_point()
+                    else (x.to(device) if isinstance(x, torch.Tensor) else x)
+                    for x in inputs64
+                ]
                 ref_lowp = _reference_at(ref_model, lowp_inputs, device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again
             raise _ReferenceRejects(f"{type(exc).__name__}: {exc}"[:300]) from exc
@@ -322,8 +372,10 @@ class Executor:
         lowps = _flatten(ref_lowp) if ref_lowp is not None else None
         del truth
         # The candidate, at the test dtype, on the case's layout.
-        cand_inputs = [apply_layout(x, spec.layout) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                       for x in lowp_inputs]
+        cand_inputs = [
+            apply_layout(x, spec.layout) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            for x in lowp_inputs
+        ]
         row["strides"] = json.dumps([list(x.stride()) if isinstance(x, torch.Tensor) else None for x in cand_inputs])
         before = _snapshot(cand_inputs)
         start = time.perf_counter()
@@ -334,12 +386,23 @@ class Executor:
                 model = model.to(device).to(tdtype)
             with torch.no_grad():
                 for r in range(repeat - 1):  # earlier calls on other values of the same shape
-                    decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, f"decoy{r}"), spec.dtype, spec.sizes,
-                                     spec.values, spec.layout)
+                    decoy = CaseSpec(
+                        spec.strategy,
+                        sub_seed(spec.seed, f"decoy{r}"),
+                        spec.dtype,
+                        spec.sizes,
+                        spec.values,
+                        spec.layout,
+                    )
                     decoy_inputs, _ = self.make_inputs(decoy)
-                    model(*[apply_layout(x.to(device).to(tdtype), spec.layout)
+                    model(
+                        *[
+                            apply_layout(x.to(device).to(tdtype), spec.layout)
                             if isinstance(x, torch.Tensor) and x.is_floating_point()
-                            else (x.to(device) if isinstance(x, torch.Tensor) else x) for x in decoy_inputs])
+                            else (x.to(device) if isinstance(x, torch.Tensor) else x)
+                            for x in decoy_inputs
+                        ]
+                    )
                 out = model(*cand_inputs)
             if device == "cuda":
                 torch.cuda.synchronize()
@@ -354,7 +417,10 @@ class Executor:
     def _judge(self, out, truths, lowps, cand_inputs, before, tdtype, spec: CaseSpec) -> dict:
         outs = _flatten(out)
         if outs is None or len(outs) != len(truths):
-            return {"outcome": "bad_output", "reason": f"expected {len(truths)} plain tensor(s), got {type(out).__name__}"}
+            return {
+                "outcome": "bad_output",
+                "reason": f"expected {len(truths)} plain tensor(s), got {type(out).__name__}",
+            }
         for o, t, lp in zip(outs, truths, lowps or [None] * len(truths)):
             want_dtype = lp.dtype if lp is not None else (tdtype if t.is_floating_point() else t.dtype)
             if o.shape != t.shape:
@@ -371,8 +437,12 @@ class Executor:
         for o, t, lp in zip(outs, truths, lowps or [None] * len(truths)):
             if not o.is_floating_point():
                 same = bool(torch.equal(o.cpu(), t.to(o.dtype).cpu()))
-                c = {"outcome": "pass" if same else "mismatch", "max_abs_err": 0.0 if same else float("inf"),
-                     "n_elements": o.numel(), "n_mismatch": 0 if same else int((o.cpu() != t.to(o.dtype).cpu()).sum())}
+                c = {
+                    "outcome": "pass" if same else "mismatch",
+                    "max_abs_err": 0.0 if same else float("inf"),
+                    "n_elements": o.numel(),
+                    "n_mismatch": 0 if same else int((o.cpu() != t.to(o.dtype).cpu()).sum()),
+                }
                 worst = worst or c if same else c
                 continue
             lowp_err = max_finite_error(lp, t) if lp is not None else 0.0

@@ -10,8 +10,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-VERDICT_COLOURS = {"pass": "#4c9f70", "fail": "#d1495b", "flagged": "#d1495b", "declined": "#edae49",
-                   "skipped": "#cccccc"}
+VERDICT_COLOURS = {
+    "pass": "#4c9f70",
+    "fail": "#d1495b",
+    "flagged": "#d1495b",
+    "declined": "#edae49",
+    "skipped": "#cccccc",
+}
 
 
 def save(fig, outputs: list[str]) -> None:
@@ -41,8 +46,15 @@ def verdicts_figure(illusion: pd.DataFrame, outputs: list[str]) -> None:
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("#4c9f70", "#d1495b", "#edae49", "#cccccc")]
-    ax.legend(handles, ["pass", "fail / flagged", "declined", "skipped"], loc="upper center",
-              bbox_to_anchor=(0.5, -0.02 if len(df) > 20 else -0.08), ncol=4, fontsize=7, frameon=False)
+    ax.legend(
+        handles,
+        ["pass", "fail / flagged", "declined", "skipped"],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.02 if len(df) > 20 else -0.08),
+        ncol=4,
+        fontsize=7,
+        frameon=False,
+    )
     n_ill = int(df["illusion"].sum())
     ax.set_title(f"Verdict per kernel: {n_ill} illusions (fixed check passes, fuzzing flags)", fontsize=9)
     save(fig, outputs)

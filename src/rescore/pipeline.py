@@ -21,8 +21,9 @@ log = logging.getLogger("rescore")
 def setup_logging(path: str | None) -> None:
     """Log to the rule's log file (quiet), and nowhere else."""
     handlers: list[logging.Handler] = [logging.FileHandler(path)] if path else [logging.StreamHandler()]
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, handlers=handlers, force=True, format="%(asctime)s %(levelname)s %(message)s"
+    )
 
 
 def run_config(config: dict) -> RunConfig:
@@ -96,8 +97,9 @@ def corpus_catalog(out_table: str, out_markdown: str) -> None:
 def failures(cases: str, submissions: str, out: str) -> None:
     from rescore.study import failures_table
 
-    write_parquet(failures_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions")), out,
-                  "failures")
+    write_parquet(
+        failures_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions")), out, "failures"
+    )
 
 
 def illusion(cases: str, submissions: str, out: str) -> None:

@@ -31,9 +31,18 @@ def find_failure(failure_id: str, results: str) -> dict:
     return match.iloc[0].to_dict()
 
 
-def replay_case(problem_path: str, submission_path: str, oracle: str, strategy: str, seed: int | None,
-                dtype: str, device: str, trigger: dict | None = None, profile: str = "kernelbench-v0.1",
-                timeout: float = 120.0) -> dict:
+def replay_case(
+    problem_path: str,
+    submission_path: str,
+    oracle: str,
+    strategy: str,
+    seed: int | None,
+    dtype: str,
+    device: str,
+    trigger: dict | None = None,
+    profile: str = "kernelbench-v0.1",
+    timeout: float = 120.0,
+) -> dict:
     """Run exactly one case in a fresh worker; returns its row."""
     sub = pair_from_files(problem_path, submission_path)
     cfg = RunConfig(device=device)
@@ -60,22 +69,45 @@ def replay_cli(args: argparse.Namespace) -> int:
             stored = find_failure(args.target[0], args.results)
             expected = stored
             trigger = json.loads(stored["trigger"]) if stored.get("trigger") else None
-            row = replay_case(stored["problem_path"], stored["source_path"], stored["oracle"], stored["strategy"],
-                              int(stored["seed"]), stored["dtype"], device, trigger,
-                              stored.get("tolerance_policy") or args.profile, args.timeout)
+            row = replay_case(
+                stored["problem_path"],
+                stored["source_path"],
+                stored["oracle"],
+                stored["strategy"],
+                int(stored["seed"]),
+                stored["dtype"],
+                device,
+                trigger,
+                stored.get("tolerance_policy") or args.profile,
+                args.timeout,
+            )
         elif len(args.target) == 2:
             trigger = json.loads(args.trigger) if args.trigger else None
-            row = replay_case(args.target[0], args.target[1], args.oracle, args.strategy, args.seed, dtype, device,
-                              trigger, args.profile, args.timeout)
+            row = replay_case(
+                args.target[0],
+                args.target[1],
+                args.oracle,
+                args.strategy,
+                args.seed,
+                dtype,
+                device,
+                trigger,
+                args.profile,
+                args.timeout,
+            )
         else:
-            print("rescore replay: give FAILURE_ID, or PROBLEM.py SUBMISSION.py with --strategy and --seed",
-                  file=sys.stderr)
+            print(
+                "rescore replay: give FAILURE_ID, or PROBLEM.py SUBMISSION.py with --strategy and --seed",
+                file=sys.stderr,
+            )
             return 2
     except (FileNotFoundError, KeyError, ValueError) as exc:
         print(f"rescore replay: {exc}", file=sys.stderr)
         return 2
-    print(f"outcome: {row.get('outcome')}  dtype {row.get('dtype')}  sizes {row.get('sizes')}  "
-          f"layout {row.get('layout')}  values {row.get('values')}")
+    print(
+        f"outcome: {row.get('outcome')}  dtype {row.get('dtype')}  sizes {row.get('sizes')}  "
+        f"layout {row.get('layout')}  values {row.get('values')}"
+    )
     print(f"inputs_hash: {row.get('inputs_hash')}")
     if row.get("reason"):
         print(row["reason"])

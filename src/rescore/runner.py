@@ -58,8 +58,9 @@ def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
             for dtype in dtypes:
                 for index in range(count):
                     seed = case_seed(cfg.master_seed, sub.problem.problem_id, name, index, purpose)
-                    cases.append({"strategy": name, "dtype": dtype, "case_index": index, "seed": seed,
-                                  "purpose": purpose})
+                    cases.append(
+                        {"strategy": name, "dtype": dtype, "case_index": index, "seed": seed, "purpose": purpose}
+                    )
     return cases
 
 
@@ -80,8 +81,13 @@ def job_of(sub: Submission) -> dict:
     """What a worker needs to load a submission: sources, paths and the problem's schema."""
     p = sub.problem
     return {
-        "problem": {"problem_id": p.problem_id, "source": p.source, "path": p.path, "schema": p.schema,
-                    "tolerance": p.tolerance},
+        "problem": {
+            "problem_id": p.problem_id,
+            "source": p.source,
+            "path": p.path,
+            "schema": p.schema,
+            "tolerance": p.tolerance,
+        },
         "submission": {"name": sub.name, "source": sub.source, "path": sub.path, "language": sub.language},
     }
 
@@ -108,8 +114,14 @@ class Progress:
             sys.stderr.write("\n")
 
 
-def run_submission(sub: Submission, cfg: RunConfig, worker: Worker, cases: list[dict] | None = None,
-                   progress: Progress | None = None, fixed: bool = True) -> list[dict]:
+def run_submission(
+    sub: Submission,
+    cfg: RunConfig,
+    worker: Worker,
+    cases: list[dict] | None = None,
+    progress: Progress | None = None,
+    fixed: bool = True,
+) -> list[dict]:
     """All rows of one submission: the fixed-shape check and its fuzz cases."""
     cases = plan_cases(sub, cfg) if cases is None else cases
     base = {"submission_id": sub.submission_id, "name": sub.name, "problem_id": sub.problem.problem_id}
@@ -118,25 +130,69 @@ def run_submission(sub: Submission, cfg: RunConfig, worker: Worker, cases: list[
     worker.job = job_of(sub)
     if load.get("outcome") in ("crash", "timeout"):
         reason = f"loading the submission: {load.get('reason')}"
-        for case in ([{"oracle": "fixed", "strategy": "fixed", "dtype": cfg.fixed_dtype, "seed": 42,
-                       "case_index": 0, "purpose": "evaluation"}] if fixed else []) + cases:
-            rows.append(dict(base, oracle=case.get("oracle", "fuzz"), outcome=load["outcome"], reason=reason,
-                             **{k: case[k] for k in ("strategy", "dtype", "seed", "case_index", "purpose")}))
+        for case in (
+            [
+                {
+                    "oracle": "fixed",
+                    "strategy": "fixed",
+                    "dtype": cfg.fixed_dtype,
+                    "seed": 42,
+                    "case_index": 0,
+                    "purpose": "evaluation",
+                }
+            ]
+            if fixed
+            else []
+        ) + cases:
+            rows.append(
+                dict(
+                    base,
+                    oracle=case.get("oracle", "fuzz"),
+                    outcome=load["outcome"],
+                    reason=reason,
+                    **{k: case[k] for k in ("strategy", "dtype", "seed", "case_index", "purpose")},
+                )
+            )
         if progress:
             progress.step(sub.name, len(cases))
         return rows
     if fixed:
         row = run_with_retry(worker, ("fixed", cfg.fixed_profile, cfg.fixed_dtype), cfg.timeout_s)
         case = {"oracle": "fixed", "dtype": cfg.fixed_dtype, "tolerance_policy": cfg.fixed_profile}
-        rows.append(dict(row, **base, oracle="fixed", strategy="fixed", case_index=0, seed=42,
-                         dtype=cfg.fixed_dtype, purpose="evaluation", tolerance_policy=cfg.fixed_profile,
-                         replay=replay_command(sub, case, cfg.device)))
+        rows.append(
+            dict(
+                row,
+                **base,
+                oracle="fixed",
+                strategy="fixed",
+                case_index=0,
+                seed=42,
+                dtype=cfg.fixed_dtype,
+                purpose="evaluation",
+                tolerance_policy=cfg.fixed_profile,
+                replay=replay_command(sub, case, cfg.device),
+            )
+        )
     for case in cases:
-        msg = ("case", {"strategy": case["strategy"], "seed": case["seed"], "dtype": case["dtype"],
-                        "override": case.get("trigger")})
+        msg = (
+            "case",
+            {
+                "strategy": case["strategy"],
+                "seed": case["seed"],
+                "dtype": case["dtype"],
+                "override": case.get("trigger"),
+            },
+        )
         row = run_with_retry(worker, msg, cfg.timeout_s)
-        row = dict(row, **base, oracle="fuzz", strategy=case["strategy"], seed=case["seed"],
-                   case_index=case["case_index"], purpose=case["purpose"])
+        row = dict(
+            row,
+            **base,
+            oracle="fuzz",
+            strategy=case["strategy"],
+            seed=case["seed"],
+            case_index=case["case_index"],
+            purpose=case["purpose"],
+        )
         row.setdefault("dtype", case["dtype"])
         row["replay"] = replay_command(sub, dict(case, dtype=row["dtype"]), cfg.device)
         row.setdefault("device", cfg.device)

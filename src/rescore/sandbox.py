@@ -17,9 +17,24 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "TMPDIR",
-            "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUDA_HOME", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
-            "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+KEEP_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CUDA_VISIBLE_DEVICES",
+    "TMPDIR",
+    "TRITON_CACHE_DIR",
+    "TORCH_EXTENSIONS_DIR",
+    "CUDA_HOME",
+    "LD_LIBRARY_PATH",
+    "OMP_NUM_THREADS",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+)
 
 
 class WorkerDied(Exception):
@@ -50,10 +65,26 @@ class Worker:
         self.log_path = self.log_dir / f"worker-{os.getpid()}-{self.starts}.log"
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rescore.worker", "--fd-in", str(to_child_r), "--fd-out", str(from_child_w),
-             "--device", self.device, "--budget", str(self.budget)],
-            pass_fds=(to_child_r, from_child_w), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
-            stderr=subprocess.STDOUT, cwd=os.getcwd(), start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "rescore.worker",
+                "--fd-in",
+                str(to_child_r),
+                "--fd-out",
+                str(from_child_w),
+                "--device",
+                self.device,
+                "--budget",
+                str(self.budget),
+            ],
+            pass_fds=(to_child_r, from_child_w),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=os.getcwd(),
+            start_new_session=True,
         )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -150,7 +181,9 @@ def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1)
             if attempt < retries:
                 time.sleep(1.0)
                 continue
-            return dict(result, outcome="skipped", reason="out of memory on a shared machine: " + result.get("reason", ""))
+            return dict(
+                result, outcome="skipped", reason="out of memory on a shared machine: " + result.get("reason", "")
+            )
         return result
     assert last is not None
     retried = " (after a retry)" if retries and last.outcome == "crash" else ""

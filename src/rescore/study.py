@@ -74,26 +74,29 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         first = _first_failure(fuzz)
         first_input = None
         if first:
-            first_input = json.dumps({k: first.get(k) for k in ("strategy", "dtype", "seed", "sizes", "layout", "values")},
-                                     default=str)
-        rows.append({
-            "submission_id": sub["submission_id"],
-            "name": sub["name"],
-            "dump": sub["dump"],
-            "op": sub["op"],
-            "language": sub["language"],
-            "label": sub["label"],
-            "bug_class": sub["bug_class"],
-            "fixed_verdict": fixed_verdict,
-            "fixed_reason": fixed["reason"].iloc[0] if len(fixed) else None,
-            "fuzz_verdict": fuzz_verdict,
-            "failed_cases": failed,
-            "total_cases": int(len(ran)),
-            "declined_cases": declined,
-            "skipped_cases": int((fuzz["outcome"] == "skipped").sum()),
-            "first_failure_outcome": first["outcome"] if first else None,
-            "first_failing_input": first_input,
-            "first_failure_replay": first.get("replay") if first else None,
-            "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
-        })
+            first_input = json.dumps(
+                {k: first.get(k) for k in ("strategy", "dtype", "seed", "sizes", "layout", "values")}, default=str
+            )
+        rows.append(
+            {
+                "submission_id": sub["submission_id"],
+                "name": sub["name"],
+                "dump": sub["dump"],
+                "op": sub["op"],
+                "language": sub["language"],
+                "label": sub["label"],
+                "bug_class": sub["bug_class"],
+                "fixed_verdict": fixed_verdict,
+                "fixed_reason": fixed["reason"].iloc[0] if len(fixed) else None,
+                "fuzz_verdict": fuzz_verdict,
+                "failed_cases": failed,
+                "total_cases": int(len(ran)),
+                "declined_cases": declined,
+                "skipped_cases": int((fuzz["outcome"] == "skipped").sum()),
+                "first_failure_outcome": first["outcome"] if first else None,
+                "first_failing_input": first_input,
+                "first_failure_replay": first.get("replay") if first else None,
+                "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
+            }
+        )
     return pd.DataFrame(rows)

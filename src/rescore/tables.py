@@ -83,8 +83,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 SCHEMAS["failures"] = pa.schema(
     list(SCHEMAS["cases"])
-    + [("failure_id", _S), ("problem_path", _S), ("source_path", _S), ("trigger", _S), ("label", _S),
-       ("bug_class", _S)]
+    + [("failure_id", _S), ("problem_path", _S), ("source_path", _S), ("trigger", _S), ("label", _S), ("bug_class", _S)]
 )
 
 

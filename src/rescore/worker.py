@@ -33,8 +33,11 @@ def main() -> None:
         def send(self, obj) -> None:
             self.w.send(obj)
 
-    main_loop(Duplex(Connection(args.fd_in, writable=False), Connection(args.fd_out, readable=False)),
-              args.device, args.budget)
+    main_loop(
+        Duplex(Connection(args.fd_in, writable=False), Connection(args.fd_out, readable=False)),
+        args.device,
+        args.budget,
+    )
     sys.stdout.flush()
     os._exit(0)
 

@@ -1,5 +1,6 @@
 """Shim: every flagged case, with a replay command."""
+
 from rescore.pipeline import failures, setup_logging
 
-setup_logging(snakemake.log[0])  # noqa: F821
-failures(snakemake.input.cases, snakemake.input.submissions, snakemake.output[0])  # noqa: F821
+setup_logging(snakemake.log[0])
+failures(snakemake.input.cases, snakemake.input.submissions, snakemake.output[0])

@@ -1,6 +1,11 @@
 """Shim: read one dump into the submissions table and the manifest the check stage runs."""
+
 from rescore.pipeline import ingest, setup_logging
 
-setup_logging(snakemake.log[0])  # noqa: F821
-ingest(snakemake.wildcards.dump, snakemake.params.spec, snakemake.output.submissions,  # noqa: F821
-       snakemake.output.manifest)  # noqa: F821
+setup_logging(snakemake.log[0])
+ingest(
+    snakemake.wildcards.dump,
+    snakemake.params.spec,
+    snakemake.output.submissions,
+    snakemake.output.manifest,
+)

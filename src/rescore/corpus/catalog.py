@@ -132,17 +132,23 @@ def catalog_rows(subs: list[Submission]) -> list[dict]:
 
 def catalog_markdown(subs: list[Submission]) -> str:
     """The corpus as a Markdown table (docs/corpus.md is generated from it)."""
-    lines = ["| id | op | language | label | bug class | trigger | dtypes | description |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| id | op | language | label | bug class | trigger | dtypes | description |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in subs:
         trig = ""
         if s.trigger:
             trig = ", ".join(f"{k}={v}" for k, v in s.trigger.items())
         desc = (s.description or (f"declines {s.declines}" if s.declines else "")).replace("|", "\\|")
-        lines.append(f"| {s.name} | {s.problem.op} | {s.language} | {s.label} | {s.bug_class or ''} | "
-                     f"{trig.replace('|', '/')} | {', '.join(s.dtypes)} | {desc} |")
+        lines.append(
+            f"| {s.name} | {s.problem.op} | {s.language} | {s.label} | {s.bug_class or ''} | "
+            f"{trig.replace('|', '/')} | {', '.join(s.dtypes)} | {desc} |"
+        )
     n_bug = sum(s.label == "buggy" for s in subs)
     classes = sorted({s.bug_class for s in subs if s.bug_class})
-    head = (f"{len(subs)} entries over {len({s.problem.op for s in subs})} ops: {len(subs) - n_bug} correct, "
-            f"{n_bug} buggy in {len(classes)} bug classes.\n\n")
+    head = (
+        f"{len(subs)} entries over {len({s.problem.op for s in subs})} ops: {len(subs) - n_bug} correct, "
+        f"{n_bug} buggy in {len(classes)} bug classes.\n\n"
+    )
     return head + "\n".join(lines) + "\n"

@@ -38,12 +38,16 @@ def run_trigger(worker: Worker, sub: Submission, trigger: dict, timeout: float) 
     if loaded.get("outcome") in ("crash", "timeout"):
         return loaded
     seed = case_seed(0, sub.problem.problem_id, "trigger", 0)
-    return run_with_retry(worker, ("case", {"strategy": "trigger", "seed": seed,
-                                            "dtype": trigger.get("dtype", "float32"), "override": trigger}), timeout)
+    return run_with_retry(
+        worker,
+        ("case", {"strategy": "trigger", "seed": seed, "dtype": trigger.get("dtype", "float32"), "override": trigger}),
+        timeout,
+    )
 
 
-def check_triggers(subs: list[Submission], device: str = "cpu", workers: int = 2,
-                   timeout: float = 300.0) -> list[TriggerResult]:
+def check_triggers(
+    subs: list[Submission], device: str = "cpu", workers: int = 2, timeout: float = 300.0
+) -> list[TriggerResult]:
     """Run every buggy variant and its control on the variant's trigger."""
     by_name = {s.name: s for s in subs}
     variants = [s for s in subs if s.label == "buggy" and s.trigger and s.control in by_name]
@@ -56,8 +60,16 @@ def check_triggers(subs: list[Submission], device: str = "cpu", workers: int = 2
             for v in chunk:
                 vr = run_trigger(w, v, v.trigger, timeout)
                 cr = run_trigger(w, by_name[v.control], v.trigger, timeout)
-                out.append(TriggerResult(v.name, v.control, v.bug_class or "", vr.get("outcome", "?"),
-                                         cr.get("outcome", "?"), (vr.get("reason") or cr.get("reason") or "")[:300]))
+                out.append(
+                    TriggerResult(
+                        v.name,
+                        v.control,
+                        v.bug_class or "",
+                        vr.get("outcome", "?"),
+                        cr.get("outcome", "?"),
+                        (vr.get("reason") or cr.get("reason") or "")[:300],
+                    )
+                )
         finally:
             w.stop()
         return out

@@ -10,8 +10,33 @@ from rescore.schema import OpSchema
 
 NumelFn = Callable[[dict[str, int]], int]
 
-BOUNDARY_SIZES = (1, 2, 3, 5, 7, 15, 17, 31, 33, 63, 65, 127, 129, 255, 257, 511, 513, 1023, 1025,
-                  2047, 2049, 4095, 4097, 8191, 8193)
+BOUNDARY_SIZES = (
+    1,
+    2,
+    3,
+    5,
+    7,
+    15,
+    17,
+    31,
+    33,
+    63,
+    65,
+    127,
+    129,
+    255,
+    257,
+    511,
+    513,
+    1023,
+    1025,
+    2047,
+    2049,
+    4095,
+    4097,
+    8191,
+    8193,
+)
 
 
 def _log_uniform(rng: random.Random, lo: int, hi: int) -> int:

@@ -74,19 +74,37 @@ STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in [
         Strategy("fixed", "fixed", ("native",), description="the benchmark's own shape and inputs"),
-        Strategy("default", "default", ("normal",), description="log-uniform sizes in the schema's ranges, N(0,1) values"),
-        Strategy("boundary", "boundary", ("normal",), description="sizes 1, 2, 3, 7, 127, 129, 1025, ... (off powers of two)"),
+        Strategy(
+            "default", "default", ("normal",), description="log-uniform sizes in the schema's ranges, N(0,1) values"
+        ),
+        Strategy(
+            "boundary", "boundary", ("normal",), description="sizes 1, 2, 3, 7, 127, 129, 1025, ... (off powers of two)"
+        ),
         Strategy("regular", "regular", ("normal",), description="power-of-two sizes only"),
         Strategy("single_dtype_fp32", "default", ("normal",), dtypes=("float32",), description="default, float32 only"),
         Strategy("single_dtype_fp16", "default", ("normal",), dtypes=("float16",), description="default, float16 only"),
-        Strategy("single_dtype_bf16", "default", ("normal",), dtypes=("bfloat16",), description="default, bfloat16 only"),
+        Strategy(
+            "single_dtype_bf16", "default", ("normal",), dtypes=("bfloat16",), description="default, bfloat16 only"
+        ),
         Strategy("nan_injected", "default", ("nan_sprinkled",), description="default sizes, ~1% NaN in every input"),
-        Strategy("adversarial", "default", ADVERSARIAL_VALUES, description="NaN, ±Inf, ±0, subnormals, huge/tiny, cancelling pairs"),
-        Strategy("layout", "default", ("normal",), layouts=("transposed", "sliced", "offset"),
-                 description="transposed, sliced (stride 2) and offset views: the kernel sees the strides"),
+        Strategy(
+            "adversarial",
+            "default",
+            ADVERSARIAL_VALUES,
+            description="NaN, ±Inf, ±0, subnormals, huge/tiny, cancelling pairs",
+        ),
+        Strategy(
+            "layout",
+            "default",
+            ("normal",),
+            layouts=("transposed", "sliced", "offset"),
+            description="transposed, sliced (stride 2) and offset views: the kernel sees the strides",
+        ),
         Strategy("op_domain", "default", ("op_domain",), description="values the op family is sensitive to"),
         Strategy(
-            "combined", "default", ("normal",),
+            "combined",
+            "default",
+            ("normal",),
             description="a mix under one budget: 30% boundary, 20% default, 20% layout, 15% op_domain, 15% adversarial",
             mix=(("boundary", 0.30), ("default", 0.20), ("layout", 0.20), ("op_domain", 0.15), ("adversarial", 0.15)),
         ),

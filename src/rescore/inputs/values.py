@@ -63,15 +63,24 @@ def _special(shape, gen, dtype):
     info = torch.finfo(dtype)
     huge = float(info.max) ** 0.5  # large, but its square still fits the dtype
     specials = [
-        float("nan"), float("inf"), float("-inf"), 0.0, -0.0,
-        float(info.smallest_normal) / 4, -float(info.smallest_normal) / 4,
-        huge, -huge, float(info.eps), 1.0 + float(info.eps), -1.0,
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        0.0,
+        -0.0,
+        float(info.smallest_normal) / 4,
+        -float(info.smallest_normal) / 4,
+        huge,
+        -huge,
+        float(info.eps),
+        1.0 + float(info.eps),
+        -1.0,
     ]
     base = _normal(shape, gen, dtype)
     flat = base.reshape(-1)
     if flat.numel() >= 2:  # values that cancel: x and -x next to each other
         half = flat.numel() // 2
-        flat[half:2 * half] = -flat[:half]
+        flat[half : 2 * half] = -flat[:half]
     return _sprinkle(flat.reshape(shape), gen, specials, 0.05)
 
 
@@ -94,7 +103,9 @@ VALUE_CLASSES: dict[str, Sampler] = {
 NONFINITE_CLASSES = frozenset({"nan_sprinkled", "special"})
 
 
-def fill(shape: tuple[int, ...], value_class: str, gen: torch.Generator, dtype: torch.dtype, domain: str) -> torch.Tensor:
+def fill(
+    shape: tuple[int, ...], value_class: str, gen: torch.Generator, dtype: torch.dtype, domain: str
+) -> torch.Tensor:
     """Values of one input in float64, in the input's domain, ready to be rounded to `dtype`."""
     try:
         sampler = VALUE_CLASSES[value_class]

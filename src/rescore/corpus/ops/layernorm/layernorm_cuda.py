@@ -57,21 +57,24 @@ torch::Tensor layernorm_forward(torch::Tensor x, torch::Tensor weight, torch::Te
     bias = bias.to(x.scalar_type()).contiguous();
     auto y = torch::empty_like(x);
     const int64_t cols = x.size(-1);
-
     if (x.numel() == 0) return y;
     const int64_t rows = x.numel() / cols;
     const int threads = 256;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "layernorm_forward", [&] {
         layernorm_kernel<scalar_t><<<static_cast<unsigned int>(rows), threads, threads * sizeof(float),
-                           c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), bias.data_ptr<scalar_t>(),
-            y.data_ptr<scalar_t>(), cols, 1e-5f);
+                           c10::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), bias.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
+            cols, 1e-5f);
     });
-    C10_CUDA_layernorm_kernel_LAUNCH_CHECK();
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     return y;
 }
 """
 
-CPP_SRC = "torch::Tensor layernorm_forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias);"
+CPP_SRC = (
+    "torch::Tensor layernorm_forward(torch::Tensor x, "
+    "torch::Tensor weight, torch::Tensor bias);"
+)
 
 _ext = load_inline(
     name="layernorm_cuda_" + hashlib.sha256((CPP_SRC + CUDA_SRC).encode()).hexdigest()[:16],

@@ -50,15 +50,15 @@ torch::Tensor rmsnorm_forward(torch::Tensor x, torch::Tensor weight) {
     weight = weight.to(x.scalar_type()).contiguous();
     auto y = torch::empty_like(x);
     const int64_t cols = x.size(-1);
-
     if (x.numel() == 0) return y;
     const int64_t rows = x.numel() / cols;
     const int threads = 256;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "rmsnorm_forward", [&] {
         rmsnorm_kernel<scalar_t><<<static_cast<unsigned int>(rows), threads, threads * sizeof(float),
-                           c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
+                           c10::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
     });
-    C10_CUDA_rmsnorm_kernel_LAUNCH_CHECK();
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     return y;
 }
 """

@@ -38,15 +38,15 @@ torch::Tensor row_max_forward(torch::Tensor x) {
     auto sizes = x.sizes().vec();
     sizes.pop_back();
     auto y = torch::empty(sizes, x.options());
-
     if (x.numel() == 0) return y;
     const int64_t rows = x.numel() / cols;
     const int threads = 256;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "row_max_forward", [&] {
         row_max_kernel<scalar_t><<<static_cast<unsigned int>(rows), threads, threads * sizeof(float),
-                           c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
+                           c10::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
     });
-    C10_CUDA_row_max_kernel_LAUNCH_CHECK();
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     return y;
 }
 """

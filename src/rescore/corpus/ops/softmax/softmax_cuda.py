@@ -47,15 +47,15 @@ torch::Tensor softmax_forward(torch::Tensor x) {
     x = x.contiguous();
     auto y = torch::empty_like(x);
     const int64_t cols = x.size(-1);
-
     if (x.numel() == 0) return y;
     const int64_t rows = x.numel() / cols;
     const int threads = 256;
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "softmax_forward", [&] {
         softmax_kernel<scalar_t><<<static_cast<unsigned int>(rows), threads, threads * sizeof(float),
-                           c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
+                           c10::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), cols);
     });
-    C10_CUDA_softmax_kernel_LAUNCH_CHECK();
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
     return y;
 }
 """
