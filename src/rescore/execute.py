@@ -25,7 +25,7 @@ from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import fill
 from rescore.oracle.compare import compare, max_finite_error
 from rescore.oracle.fixed import kernelbench_check
-from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
+from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.problem import load_module, module_int_names
 from rescore.schema import OpSchema, bound_sizes, infer_schema, input_shapes, largest_numel, schema_from_spec
 
@@ -412,9 +412,44 @@ class Executor:
             v = self._verdict_of(exc)
             return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start))
         row["wall_ms"] = 1e3 * (time.perf_counter() - start)
-        return dict(row, **self._judge(out, truths, lowps, cand_inputs, before, tdtype, spec))
+        verdict = self._judge(out, truths, lowps, cand_inputs, before, tdtype, spec, row["reduction_len"])
+        if verdict["outcome"] == "pass":
+            again = self._rerun(model, lowp_inputs, spec.layout)
+            if again is not None:
+                verdict = self._compare_runs(out, again, verdict)
+        return dict(row, **verdict)
 
-    def _judge(self, out, truths, lowps, cand_inputs, before, tdtype, spec: CaseSpec) -> dict:
+    def _rerun(self, model, lowp_inputs: list, layout: str):
+        """The candidate once more on fresh copies of the same inputs (fresh outputs are NaN-filled)."""
+        inputs = [apply_layout(x.clone(), layout) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                  else x for x in lowp_inputs]
+        try:
+            with torch.no_grad():
+                again = model(*inputs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+        except BaseException as exc:  # noqa: BLE001
+            if _is_cuda_failure(exc):
+                raise NeedsRestart(str(exc)) from exc
+            return None
+        return again
+
+    @staticmethod
+    def _compare_runs(first, second, verdict: dict) -> dict:
+        """Two runs on the same input must agree bit for bit (NaN equals NaN); else it is a failure."""
+        a, b = _flatten(first), _flatten(second)
+        if b is None or len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+            return dict(verdict, outcome="bad_output", reason="a second run on the same input returned another shape",
+                        diagnosis="nondeterministic")
+        differ = sum(int((~((x == y) | (torch.isnan(x) & torch.isnan(y)))).sum()) if x.is_floating_point()
+                     else int((x != y).sum()) for x, y in zip(a, b))
+        if differ:
+            return dict(verdict, outcome="mismatch", diagnosis="nondeterministic", n_mismatch=differ,
+                        reason=f"nondeterministic: two runs on the same input differ in {differ} elements "
+                               "(a race, or memory nothing wrote)")
+        return verdict
+
+    def _judge(self, out, truths, lowps, cand_inputs, before, tdtype, spec: CaseSpec, reduction_len: int) -> dict:
         outs = _flatten(out)
         if outs is None or len(outs) != len(truths):
             return {
@@ -432,41 +467,45 @@ class Executor:
         for i, (x, x0) in enumerate(zip(cand_inputs, before)):
             if isinstance(x, torch.Tensor) and not _same(x, x0):
                 return {"outcome": "mutated_input", "reason": f"input {i} was written by the candidate"}
-        worst = None
-        overrides = self.job["problem"].get("tolerance")
-        for o, t, lp in zip(outs, truths, lowps or [None] * len(truths)):
-            if not o.is_floating_point():
-                same = bool(torch.equal(o.cpu(), t.to(o.dtype).cpu()))
-                c = {
-                    "outcome": "pass" if same else "mismatch",
-                    "max_abs_err": 0.0 if same else float("inf"),
-                    "n_elements": o.numel(),
-                    "n_mismatch": 0 if same else int((o.cpu() != t.to(o.dtype).cpu()).sum()),
-                }
-                worst = worst or c if same else c
-                continue
-            lowp_err = max_finite_error(lp, t) if lp is not None else 0.0
-            atol, rtol, slack = DEFAULT_POLICY.bound(spec.dtype, lowp_err, overrides)
-            cmp = compare(o, t, tdtype, atol, rtol, slack, lp)
-            finite_t = t[torch.isfinite(t)]
-            c = {
-                "outcome": cmp.outcome,
-                "reason": "" if cmp.outcome == "pass" else cmp.message(),
-                "max_abs_err": cmp.max_abs_err,
-                "max_rel_err": cmp.max_rel_err,
-                "err_ulp": cmp.err_ulp,
-                "n_elements": cmp.n_elements,
-                "n_mismatch": cmp.n_mismatch + cmp.n_nonfinite,
-                "first_mismatch": json.dumps(cmp.first_mismatch) if cmp.first_mismatch is not None else None,
-                "atol": atol,
-                "rtol": rtol,
-                "bound": slack,
-                "ref_lowp_err": lowp_err,
-                "ref_max_abs": float(finite_t.abs().max()) if finite_t.numel() else 0.0,
-            }
-            if worst is None or (worst["outcome"] == "pass" and c["outcome"] != "pass"):
-                worst = c
-        return worst or {"outcome": "pass"}
+        verdicts = [self._judge_one(o, t, lp, tdtype, spec, reduction_len)
+                    for o, t, lp in zip(outs, truths, lowps or [None] * len(truths))]
+        worst = next((v for v in verdicts if v["outcome"] != "pass"), verdicts[0])
+        ratios: dict[str, float] = {}
+        for v in verdicts:
+            for name, r in v.pop("ratios").items():
+                ratios[name] = max(ratios.get(name, 0.0), r)
+        worst["policy_ratios"] = json.dumps(ratios, sort_keys=True)
+        return worst
+
+    def _judge_one(self, o, t, lp, tdtype, spec: CaseSpec, reduction_len: int) -> dict:
+        if not o.is_floating_point():
+            wrong = int((o.cpu() != t.to(o.dtype).cpu()).sum())
+            r = 0.0 if not wrong else float("inf")
+            return {"outcome": "mismatch" if wrong else "pass", "n_elements": o.numel(), "n_mismatch": wrong,
+                    "max_abs_err": r, "reason": f"{wrong} of {o.numel()} integer elements differ" if wrong else "",
+                    "diagnosis": "scattered" if wrong else "",
+                    "ratios": {n: r for n in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}}
+        lowp_err = max_finite_error(lp, t) if lp is not None else 0.0
+        atol, rtol, slack = DEFAULT_POLICY.bound(spec.dtype, lowp_err, self.job["problem"].get("tolerance"))
+        cmp = compare(o, t, tdtype, atol, rtol, slack, lp)
+        finite_t = t[torch.isfinite(t)]
+        return {
+            "outcome": cmp.outcome,
+            "reason": "" if cmp.outcome == "pass" else cmp.message(),
+            "diagnosis": cmp.diagnosis,
+            "max_abs_err": cmp.max_abs_err,
+            "max_rel_err": cmp.max_rel_err,
+            "err_ulp": cmp.err_ulp,
+            "n_elements": cmp.n_elements,
+            "n_mismatch": cmp.n_mismatch + cmp.n_nonfinite,
+            "first_mismatch": json.dumps(cmp.first_mismatch) if cmp.first_mismatch is not None else None,
+            "atol": atol,
+            "rtol": rtol,
+            "bound": slack,
+            "ref_lowp_err": lowp_err,
+            "ref_max_abs": float(finite_t.abs().max()) if finite_t.numel() else 0.0,
+            "ratios": policy_ratios(o, t, spec.dtype, slack, reduction_len, cmp.n_nonfinite > 0),
+        }
 
 
 def _reference_at(model, inputs: list, device: str, dtype: torch.dtype):

@@ -70,6 +70,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("n_elements", _I),
             ("n_mismatch", _I),
             ("first_mismatch", _S),  # JSON index of the worst element
+            ("diagnosis", _S),  # the failure's pattern (oracle/diagnose.py)
+            ("policy_ratios", _S),  # JSON {policy: max err/bound}; <= 1 passes that policy
             ("tolerance_policy", _S),
             ("atol", _F),
             ("rtol", _F),

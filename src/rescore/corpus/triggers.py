@@ -21,6 +21,7 @@ class TriggerResult:
     variant_outcome: str
     control_outcome: str
     reason: str
+    diagnosis: str = ""
 
     @property
     def real(self) -> bool:
@@ -68,6 +69,7 @@ def check_triggers(
                         vr.get("outcome", "?"),
                         cr.get("outcome", "?"),
                         (vr.get("reason") or cr.get("reason") or "")[:300],
+                        vr.get("diagnosis") or "",
                     )
                 )
         finally:

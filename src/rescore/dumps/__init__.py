@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rescore.dumps import corpus
+from rescore.dumps import corpus, gpuemu, kernelbench, pairs
 from rescore.problem import Submission
 
 Reader = Callable[[str, dict], list[Submission]]
 
 ADAPTERS: dict[str, Reader] = {
     "corpus": corpus.read,
+    "kernelbench": kernelbench.read,
+    "gpuemu": gpuemu.read,
+    "pairs": pairs.read,
 }
 
 

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from rescore.oracle.diagnose import diagnose
+
 _FINITE, _NAN, _POS_INF, _NEG_INF = 0, 1, 2, 3
 
 
@@ -31,6 +33,7 @@ class Comparison:
     slack: float
     worst_actual: float | None = None
     worst_expected: float | None = None
+    diagnosis: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -46,6 +49,7 @@ class Comparison:
             f"greatest absolute difference: {self.max_abs_err:.6g} at index {tuple(self.first_mismatch or ())}"
             f" (allowed {self.atol:.3g} + {self.rtol:.3g}*|ref| + {self.slack:.3g})",
             f"greatest relative difference: {self.max_rel_err:.6g}; {self.err_ulp:.4g} ulp",
+            f"pattern: {self.diagnosis}",
         ]
         if self.worst_expected is not None:
             lines.append(f"at that index: got {self.worst_actual!r}, expected {self.worst_expected!r}")
@@ -110,7 +114,9 @@ def compare(
         flat = int(torch.argmax(torch.where(worst, score, torch.full_like(err, -1.0))))
         first = [int(i) for i in torch.unravel_index(torch.tensor(flat), o.shape)] if o.dim() else []
         actual, expected = float(o.reshape(-1)[flat]), float(t.reshape(-1)[flat])
+    diagnosis = diagnose(o, t, mismatch | nonfinite) if worst is not None else ""
     return Comparison(
+        diagnosis=diagnosis,
         outcome=outcome,
         max_abs_err=max_abs,
         max_rel_err=float(rel.max()),

@@ -56,6 +56,52 @@ class ReferenceLowp:
 
 DEFAULT_POLICY = ReferenceLowp()
 
+# Fixed-form policies: (atol, rtol) per dtype, judged against float64 on every case.
+FIXED_POLICIES: dict[str, dict[str, tuple[float, float]]] = {
+    "kernelbench-v0.1": {d: (1e-2, 1e-2) for d in ("float32", "float16", "bfloat16")},
+    "kernelbench-head": {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+    "gpuemu-default": {"float32": (1e-5, 0.0), "float16": (1e-3, 0.0), "bfloat16": (1e-3, 0.0)},
+    "torch-default": {d: (atol, rtol) for d, (rtol, atol) in TORCH_DEFAULTS.items()},
+}
+
+POLICY_DOCS: dict[str, str] = {
+    "kernelbench-v0.1": "KernelBench v0.1: |out-ref| <= 1e-2 + 1e-2|ref| for every dtype",
+    "kernelbench-head": "KernelBench head: atol=rtol=1e-4 for fp32, 1e-2 for fp16/bf16",
+    "gpuemu-default": "gpuemu default: absolute only, 1e-5 for fp32, 1e-3 for fp16/bf16",
+    "torch-default": "torch.testing.assert_close defaults per dtype",
+    "reference-lowp": "rescore's fuzz default: torch defaults + 4x the low-precision reference's own error",
+    "p95x1.5": "published calibration: atol = 1.5 x p95 of a control's max abs error per (op, dtype)",
+    "calibrated": "rescore: |out-ref| <= k eps (|ref| + sqrt(L) max|ref|), k fit per (op, dtype) on calibration seeds",
+}
+
+
+def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack: float,
+                  reduction_len: int, nonfinite: bool) -> dict[str, float]:
+    """Per policy, max over elements of |out - truth| / bound: the case passes that policy iff <= 1.
+
+    `calibrated-base` is the calibrated error model with k = 1: calibration picks k per (op, dtype),
+    so any k (and any safety multiplier) can be judged later from this one number.
+    """
+    if nonfinite:
+        return {name: float("inf") for name in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}
+    o = out.detach().to(torch.float64)
+    t = truth.detach().to(torch.float64)
+    both = torch.isfinite(o) & torch.isfinite(t)
+    if not bool(both.any()):
+        return {name: 0.0 for name in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}
+    err, mag = (o - t).abs()[both], t.abs()[both]
+    ratios = {}
+    for name, table in FIXED_POLICIES.items():
+        atol, rtol = table[dtype]
+        ratios[name] = float((err / (atol + rtol * mag)).max())
+    rtol, atol = TORCH_DEFAULTS[dtype]
+    ratios["reference-lowp"] = float((err / (atol + rtol * mag + lowp_slack)).max())
+    eps = float(torch.finfo(DTYPES[dtype]).eps)
+    tiny = float(torch.finfo(DTYPES[dtype]).smallest_normal)
+    scale = float(mag.max()) * max(1, reduction_len) ** 0.5
+    ratios["calibrated-base"] = float((err / (eps * (mag + scale) + tiny)).max())
+    return ratios
+
 
 def torch_dtype(name: str) -> torch.dtype:
     try:

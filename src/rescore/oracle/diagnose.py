@@ -1,0 +1,119 @@
+"""Diagnosis: why a case failed, read from the mismatch mask and the error pattern.
+
+Kinds (one per case, the first that fits, in this order):
+  nonfinite_leak      NaN/Inf where the reference is finite (unwritten output shows as NaN: the
+                      worker fills fresh memory with NaN)
+  nonfinite_dropped   finite where the reference is NaN/Inf (a max/min that drops NaN, ...)
+  tail_region         every mismatch lies past a block boundary along the last dim or the flat
+                      index (the elements past the last full block)
+  boundary_row_col    every mismatch lies in the first or last row or column
+  constant_factor     out / ref is the same constant (not 1) on every mismatch, or per row
+  constant_offset     out - ref is the same constant on every mismatch
+  sign_dependent      mismatches only where the reference is negative (or only positive)
+  magnitude_dependent mismatches only among the largest magnitudes of the reference
+  everywhere          (almost) every element is wrong, with no simpler pattern
+  scattered           none of the above
+Submission-level kinds (`growing_with_reduction`, `nondeterministic`) are added by the executor
+and the study.
+"""
+
+from __future__ import annotations
+
+import torch
+
+MIN_BLOCK = 16
+
+
+def _all_same(values: torch.Tensor, rel: float = 1e-2) -> bool:
+    """Nine in ten values within `rel` of their median (rounding noise on near-zero references aside)."""
+    if values.numel() < 2:
+        return False
+    centre = values.median()
+    spread = torch.quantile((values - centre).abs(), 0.9) if values.numel() > 10 else (values - centre).abs().max()
+    return bool(spread <= rel * centre.abs().clamp_min(1e-30))
+
+
+def _past_block(index: torch.Tensor, length: int) -> bool:
+    """All indices >= some start > 0 that is a multiple of MIN_BLOCK, and not all of the axis."""
+    if index.numel() == 0 or length <= MIN_BLOCK:
+        return False
+    start = int(index.min())
+    return start > 0 and start % MIN_BLOCK == 0 and start < length
+
+
+def diagnose(out: torch.Tensor, truth: torch.Tensor, bad: torch.Tensor) -> str:
+    """The kind of a failure; `bad` marks the elements judged wrong (mismatch or non-finite)."""
+    o = out.detach().to(torch.float64).cpu()
+    t = truth.detach().to(torch.float64).cpu()
+    bad = bad.cpu()
+    if not bool(bad.any()):
+        return ""
+    t_fin = torch.isfinite(t)
+    o_fin = torch.isfinite(o)
+    if bool((bad & t_fin & ~o_fin).any()) and not bool((bad & t_fin & o_fin).any()):
+        if _spatial(bad, o.shape) == "tail_region":
+            return "tail_region"
+        return "nonfinite_leak"
+    if bool((bad & ~t_fin).any()) and bool((bad & ~t_fin & o_fin).sum() * 2 >= (bad).sum()):
+        return "nonfinite_dropped"
+    spatial = _spatial(bad, o.shape)
+    if spatial:
+        return spatial
+    both = bad & t_fin & o_fin & (t.abs() > 1e-12)
+    if int(both.sum()) >= 2:
+        ratio = (o[both] / t[both])
+        if _all_same(ratio) and abs(float(ratio.median()) - 1.0) > 1e-3:
+            return "constant_factor"
+        if o.dim() >= 2 and _row_scaled(o, t, bad):
+            return "constant_factor"
+        diff = (o[both] - t[both])
+        if _all_same(diff):
+            return "constant_offset"
+    finite = t_fin & o_fin
+    if int(bad.sum()) < int(finite.sum()):
+        neg, pos = t < 0, t > 0
+        if bool(neg.any() & pos.any()):
+            if bool((bad & finite & pos).sum() == 0) and bool((bad & neg).any()):
+                return "sign_dependent"
+            if bool((bad & finite & neg).sum() == 0) and bool((bad & pos).any()):
+                return "sign_dependent"
+        mags = t.abs()[finite]
+        if mags.numel() >= 8:
+            cut = torch.quantile(mags, 0.5)
+            if bool((bad & finite & (t.abs() <= cut)).sum() == 0):
+                return "magnitude_dependent"
+    if int(bad.sum()) >= 0.9 * bad.numel():
+        return "everywhere"
+    return "scattered"
+
+
+def _spatial(bad: torch.Tensor, shape: torch.Size) -> str:
+    idx = bad.nonzero()
+    if idx.numel() == 0:
+        return ""
+    if len(shape) >= 1 and _past_block(idx[:, -1], shape[-1]):
+        return "tail_region"
+    flat = bad.reshape(-1).nonzero().reshape(-1)
+    if _past_block(flat, bad.numel()):
+        return "tail_region"
+    if len(shape) >= 2 and shape[-1] > 2 and shape[-2] > 2:
+        rows, cols = idx[:, -2], idx[:, -1]
+        for axis, n in ((rows, shape[-2]), (cols, shape[-1])):
+            if bool((axis == 0).all()) or bool((axis == n - 1).all()):
+                return "boundary_row_col"
+    return ""
+
+
+def _row_scaled(o: torch.Tensor, t: torch.Tensor, bad: torch.Tensor) -> bool:
+    """Each row with a mismatch is the reference times one constant of its own (a wrong normaliser)."""
+    o2 = o.reshape(-1, o.shape[-1])
+    t2 = t.reshape(-1, t.shape[-1])
+    b2 = bad.reshape(-1, bad.shape[-1])
+    rows = b2.any(dim=1).nonzero().reshape(-1)
+    if rows.numel() == 0:
+        return False
+    for r in rows[:16].tolist():
+        ok = torch.isfinite(o2[r]) & torch.isfinite(t2[r]) & (t2[r].abs() > 1e-12)
+        if int(ok.sum()) < 2 or not _all_same(o2[r][ok] / t2[r][ok]):
+            return False
+    return True
