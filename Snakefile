@@ -3,6 +3,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/check.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/study.smk"
 include: "workflow/rules/figures.smk"
 
 

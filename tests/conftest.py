@@ -42,3 +42,13 @@ def toy_submission(problem: str, candidate: str, **kw):
     return Submission(
         name=Path(candidate).stem, problem=p, source=src, path=str(TOY / candidate), language=detect_language(src), **kw
     )
+
+
+@pytest.fixture(autouse=True)
+def failure_store(tmp_path, monkeypatch):
+    """Each test starts with an empty regression memory."""
+    from rescore import regressions
+
+    store = tmp_path / "failure-store"
+    monkeypatch.setattr(regressions, "DEFAULT_STORE", store)
+    return store

@@ -66,12 +66,13 @@ class Case:
 
 CASES = [
     # 4 samples x (make_cases -> check) in group "per_sample", 2 samples per SLURM job: 2 group
-    # jobs, then aggregate: 3 SLURM jobs for 9 rule jobs.
+    # jobs, then aggregate: 3 SLURM jobs for 9 rule jobs. --cores 1 caps a group job at 1 CPU
+    # (its 2 samples run one after the other), so both group jobs fit on a 2-CPU node at once.
     Case(
         "toy",
         TOY / "Snakefile",
         (TOY / "config.yaml",),
-        slurm_args=("--group-components", "per_sample=2"),
+        slurm_args=("--group-components", "per_sample=2", "--cores", "1"),
         expect_slurm_jobs=3,
         timeout_s=300,
     ),

@@ -23,6 +23,7 @@ TINY = {
     "calibration": {"strategies": {}},
     "budget": {"cpu": 4096, "cuda": 65536},
     "timeout_s": 60,
+    "tolerance": {"quantile": 1.0, "multiplier": 2.0, "sweep": [1.0, 2.0]},
 }
 
 

@@ -58,3 +58,83 @@ def verdicts_figure(illusion: pd.DataFrame, outputs: list[str]) -> None:
     n_ill = int(df["illusion"].sum())
     ax.set_title(f"Verdict per kernel: {n_ill} illusions (fixed check passes, fuzzing flags)", fontsize=9)
     save(fig, outputs)
+
+
+def recall_heatmap(heat: pd.DataFrame, outputs: list[str]) -> None:
+    """Fraction of cases flagged, strategy x buggy kernel."""
+    table = heat.pivot_table(index="name", columns="strategy", values="flagged", aggfunc="mean").sort_index()
+    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(table.columns), max(3.0, 0.14 * len(table) + 1.5)))
+    im = ax.imshow(table.to_numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(len(table.columns)), table.columns, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(table.index)), table.index, fontsize=5)
+    fig.colorbar(im, ax=ax, label="fraction of cases flagged")
+    ax.set_title("Recall per buggy kernel and strategy", fontsize=9)
+    save(fig, outputs)
+
+
+def recall_vs_fp(table: pd.DataFrame, outputs: list[str]) -> None:
+    """Kernel-level recall against control false-positive rate per strategy, with 95% Wilson intervals."""
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for r in table.to_dict("records"):
+        x, y = r["case_fp_rate"], r["kernel_recall_rate"]
+        ax.errorbar(x, y, xerr=[[x - r["case_fp_lo"]], [r["case_fp_hi"] - x]],
+                    yerr=[[y - r["kernel_recall_lo"]], [r["kernel_recall_hi"] - y]], fmt="o", capsize=3)
+        ax.annotate(r["strategy"], (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("control false-positive rate (cases)")
+    ax.set_ylabel("recall (buggy kernels found)")
+    ax.set_xlim(-0.02, max(0.1, float(table["case_fp_hi"].max()) + 0.05))
+    ax.set_ylim(0, 1.05)
+    ax.set_title("Recall vs. false positives per strategy", fontsize=9)
+    save(fig, outputs)
+
+
+def recall_vs_budget(budget: pd.DataFrame, outputs: list[str]) -> None:
+    allk = budget[budget["bug_class"] == "(all)"]
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for strategy, g in allk.groupby("strategy"):
+        ax.plot(g["budget"], g["recall"], marker="o", label=strategy)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("cases per kernel (budget)")
+    ax.set_ylabel("recall (buggy kernels found)")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=6, ncol=2)
+    ax.set_title("Recall as a function of case budget", fontsize=9)
+    save(fig, outputs)
+
+
+def tightening_figure(tight: pd.DataFrame, outputs: list[str]) -> None:
+    df = tight.sort_values("tightening")
+    fig, ax = plt.subplots(figsize=(6.5, max(3.0, 0.16 * len(df) + 1)))
+    labels = [f"{o} / {d}" for o, d in zip(df["op"], df["dtype"])]
+    ax.barh(labels, df["tightening"], color="#30638e")
+    ax.set_xscale("log")
+    ax.tick_params(axis="y", labelsize=6)
+    ax.set_xlabel(f"tightening factor ({df['current_policy'].iloc[0] if len(df) else ''} bound / calibrated bound)")
+    ax.set_title("How much tighter the calibrated bound is, per (op, dtype)", fontsize=9)
+    save(fig, outputs)
+
+
+def control_error_figure(ratios: pd.DataFrame, outputs: list[str]) -> None:
+    """Each control case's error as a fraction of each policy's bound (<= 1 passes)."""
+    policies = [c for c in ratios.columns if c not in ("op", "dtype", "label")]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    data = [ratios[p].replace(0, 1e-12).clip(lower=1e-12).dropna() for p in policies]
+    ax.boxplot(data, labels=policies, showfliers=True)
+    ax.axhline(1.0, color="#d1495b", lw=1)
+    ax.set_yscale("log")
+    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+    ax.set_ylabel("control error / policy bound")
+    ax.set_title("Correct kernels' errors against each policy's bound (evaluation seeds)", fontsize=9)
+    save(fig, outputs)
+
+
+def sweep_figure(sweep: pd.DataFrame, outputs: list[str]) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(sweep["multiplier"], sweep["case_recall_rate"], marker="o", label="recall (cases)")
+    ax.plot(sweep["multiplier"], sweep["kernel_recall_rate"], marker="s", label="recall (kernels)")
+    ax.plot(sweep["multiplier"], sweep["case_fp_rate"], marker="^", label="control false positives (cases)")
+    ax.set_xlabel("safety multiplier on the calibrated k")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=7)
+    ax.set_title("Calibrated policy: multiplier sweep", fontsize=9)
+    save(fig, outputs)

@@ -94,12 +94,75 @@ def corpus_catalog(out_table: str, out_markdown: str) -> None:
     write_text(catalog_markdown(subs), out_markdown)
 
 
-def failures(cases: str, submissions: str, out: str) -> None:
+def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
+    """failures.parquet, and one self-contained reproducer (JSON) per flagged case."""
     from rescore.study import failures_table
 
-    write_parquet(
-        failures_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions")), out, "failures"
-    )
+    table = failures_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"))
+    subs = read_parquet(submissions, "submissions").set_index("submission_id")
+    folder = Path(reproducers)
+    folder.mkdir(parents=True, exist_ok=True)
+    for row in table.to_dict("records"):
+        sub = subs.loc[row["submission_id"]]
+        doc = {
+            "failure_id": row["failure_id"],
+            "submission": {"name": row["name"], "submission_id": row["submission_id"], "path": row["source_path"],
+                           "problem_id": row["problem_id"], "problem_path": row["problem_path"],
+                           "label": row["label"], "bug_class": row["bug_class"], "dump": sub["dump"]},
+            "case": {k: row.get(k) for k in ("oracle", "strategy", "purpose", "case_index", "seed", "dtype",
+                                             "sizes", "shapes", "strides", "layout", "values", "inputs_hash")},
+            "verdict": {k: row.get(k) for k in ("outcome", "reason", "diagnosis", "max_abs_err", "max_rel_err",
+                                                "err_ulp", "n_mismatch", "n_elements", "first_mismatch",
+                                                "tolerance_policy", "atol", "rtol", "bound", "policy_ratios")},
+            "environment": {"device": row.get("device"), "versions": row.get("versions")},
+            "replay": row.get("replay"),
+            "replay_by_id": f"rescore replay {row['failure_id']}",
+        }
+        write_text(json.dumps(doc, indent=2, default=str), folder / f"{row['failure_id']}.json")
+    write_parquet(table, out, "failures")
+
+
+def shrink(failures_path: str, manifests: list[str], config: dict, out: str, workers: int = 2) -> None:
+    """Shrink the first fuzz failure of every flagged submission to a minimal counterexample."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rescore.shrink import shrink_failure
+
+    cfg = run_config(config)
+    subs = {s.submission_id: s for m in manifests for s in map(submission_from_dict, json.loads(Path(m).read_text()))}
+    table = read_parquet(failures_path, "failures")
+    fuzz = table[(table["oracle"] == "fuzz") & (table["purpose"] == "evaluation")]
+    firsts = fuzz.sort_values(["submission_id", "strategy", "dtype", "case_index"]).groupby("submission_id").head(1)
+    todo = [r for r in firsts.to_dict("records") if r["submission_id"] in subs]
+
+    def work(chunk: list[dict]) -> list[dict]:
+        worker = Worker(cfg.device, cfg.budget)
+        rows = []
+        try:
+            for f in chunk:
+                res = shrink_failure(worker, subs[f["submission_id"]], f, cfg.timeout_s)
+                trig = res["trigger"]
+                sub = subs[f["submission_id"]]
+                replay = (f"rescore replay {sub.problem.path} {sub.path} --seed {f['seed']} --device {cfg.device}"
+                          f" --trigger '{json.dumps(trig, sort_keys=True)}'")
+                rows.append({
+                    "failure_id": f["failure_id"], "submission_id": f["submission_id"], "name": f["name"],
+                    "bug_class": f["bug_class"], "strategy": f["strategy"], "seed": f["seed"], "dtype": f["dtype"],
+                    "original_sizes": f["sizes"], "original_values": f["values"], "original_outcome": f["outcome"],
+                    "original_elements": f["n_elements"], "shrunk": res["shrunk"],
+                    "shrunk_sizes": json.dumps(trig["sizes"], sort_keys=True), "shrunk_values": trig["values"],
+                    "shrunk_outcome": res["row"].get("outcome"), "shrunk_elements": res["row"].get("n_elements"),
+                    "shrunk_diagnosis": res["row"].get("diagnosis"), "steps": res["steps"], "note": res["note"],
+                    "replay": replay,
+                })
+        finally:
+            worker.stop()
+        return rows
+
+    chunks = [todo[i::workers] for i in range(workers)]
+    with ThreadPoolExecutor(workers) as pool:
+        rows = [r for part in pool.map(work, chunks) for r in part]
+    write_parquet(pd.DataFrame(rows), out)
 
 
 def illusion(cases: str, submissions: str, out: str) -> None:
@@ -112,3 +175,54 @@ def verdicts(illusion_path: str, outputs: list[str]) -> None:
     from rescore.figures import verdicts_figure
 
     verdicts_figure(read_parquet(illusion_path), outputs)
+
+
+def strategies(cases: str, submissions: str, seeds: int, out: dict[str, str]) -> None:
+    """The strategy study: tables and figures."""
+    from rescore import figures
+    from rescore.strategies_study import budget_table, by_class_table, heatmap_table, strategies_table, study_cases
+
+    subs = read_parquet(submissions, "submissions")
+    all_cases = read_parquet(cases, "cases")
+    df = study_cases(all_cases, subs, seeds)
+    table = strategies_table(df)
+    write_parquet(table, out["table"])
+    write_parquet(by_class_table(df), out["by_class"])
+    budget = budget_table(study_cases(all_cases, subs))
+    write_parquet(budget, out["budget"])
+    figures.recall_heatmap(heatmap_table(df, subs), [out["heatmap"]])
+    figures.recall_vs_fp(table, [out["recall_fp"]])
+    figures.recall_vs_budget(budget, [out["budget_fig"]])
+
+
+def calibrate(cases: str, submissions: str, quantile: float, out: str) -> None:
+    from rescore.tolerance_study import calibrate as fit
+
+    table = fit(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), quantile)
+    write_parquet(table, out)
+
+
+def tolerances(cases: str, submissions: str, calibration: str, multiplier: float, sweep: list[float],
+               out: dict[str, str]) -> None:
+    """The tolerance study: every policy side by side, tightening, multiplier sweep, figures."""
+    from rescore import figures
+    from rescore.tolerance_study import evaluation_frame, sweep_table, tightening_table, tolerances_table
+
+    c, s, cal = read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(calibration)
+    write_parquet(tolerances_table(c, s, cal, multiplier), out["table"])
+    tight = tightening_table(cal, c, s, multiplier=multiplier)
+    write_parquet(tight, out["tightening"])
+    sw = sweep_table(c, s, cal, sweep)
+    write_parquet(sw, out["sweep"])
+    ev = evaluation_frame(c, s)
+    ctl = ev[(ev["label"] == "correct") & ev["outcome"].isin(["pass", "mismatch", "nonfinite"])]
+    kmap = cal.set_index(["op", "dtype"])["k"]
+    ratios = pd.DataFrame({name: [r.get(name) for r in ctl["ratios"]] for name in
+                           ("kernelbench-v0.1", "kernelbench-head", "gpuemu-default", "torch-default",
+                            "reference-lowp")})
+    base = [r.get("calibrated-base") for r in ctl["ratios"]]
+    ks = [kmap.get((o, d)) for o, d in zip(ctl["op"], ctl["dtype"])]
+    ratios["calibrated"] = [b / (k * multiplier) if b is not None and k else None for b, k in zip(base, ks)]
+    figures.tightening_figure(tight, [out["tightening_fig"]])
+    figures.control_error_figure(ratios, [out["errors_fig"]])
+    figures.sweep_figure(sw, [out["sweep_fig"]])

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from rescore import regressions
 from rescore.inputs.seeds import case_seed
 from rescore.inputs.strategies import get_strategy
 from rescore.problem import Submission
@@ -28,6 +29,7 @@ class RunConfig:
     fixed_dtype: str = "float32"
     calibration: dict[str, int] = field(default_factory=dict)  # strategy -> cases on calibration seeds
     timeout_s: float = 120.0
+    regressions: bool = True  # replay a submission's stored failures first (regressions.py)
     load_timeout_s: float = 600.0
     budget: int = 1 << 15  # elements of the largest input tensor
 
@@ -173,7 +175,10 @@ def run_submission(
                 replay=replay_command(sub, case, cfg.device),
             )
         )
-    for case in cases:
+    remembered = []
+    if cfg.regressions:
+        remembered = [dict(c, purpose="regression") for c in regressions.load(sub.submission_id)]
+    for case in remembered + cases:
         msg = (
             "case",
             {
@@ -197,8 +202,10 @@ def run_submission(
         row["replay"] = replay_command(sub, dict(case, dtype=row["dtype"]), cfg.device)
         row.setdefault("device", cfg.device)
         rows.append(row)
-        if progress:
+        if progress and case["purpose"] != "regression":
             progress.step(sub.name)
+    if cfg.regressions:
+        regressions.save(sub.submission_id, rows)
     return rows
 
 

@@ -36,7 +36,8 @@ rule failures_table:
         cases="results/tables/cases.parquet",
         submissions="results/tables/submissions.parquet",
     output:
-        "results/failures/failures.parquet",
+        table="results/failures/failures.parquet",
+        reproducers=directory("results/failures/reproducers"),
     log:
         "results/logs/aggregate/failures.log",
     conda:
@@ -57,3 +58,21 @@ rule illusion_table:
         CPU_ENV
     script:
         "../scripts/illusion_table.py"
+
+
+rule shrink_failures:
+    input:
+        failures="results/failures/failures.parquet",
+        manifests=expand("results/ingest/{dump}/manifest.json", dump=DUMPS),
+    output:
+        "results/failures/shrunk.parquet",
+    params:
+        run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
+                                    "budget", "timeout_s")},
+    threads: 2
+    log:
+        "results/logs/aggregate/shrink.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/shrink_failures.py"

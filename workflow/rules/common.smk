@@ -16,7 +16,10 @@ ALL_OUTPUTS = [
     "results/tables/cases.parquet",
     "results/tables/illusion.parquet",
     "results/failures/failures.parquet",
+    "results/failures/shrunk.parquet",
     "results/figures/verdicts.png",
     "results/figures/verdicts.pdf",
     "results/tables/corpus.parquet",
+    "results/tables/strategies.parquet",
+    "results/tables/tolerances.parquet",
 ]

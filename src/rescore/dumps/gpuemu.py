@@ -75,7 +75,7 @@ def read_entry(dump: str, folder: Path, data: Path, root: Path, ids: ProblemIds)
     kernel_source, ref_source = _text(kernel_file), _text(ref_file)
     title = str(meta.get("name") or folder.name)
     op = str(schema.get("name") or title)
-    problem_source = problem_source_of(title, dims, inputs, ref_source)
+    problem_source = problem_source_of(op, dims, inputs, ref_source)
     problem = Problem(
         problem_id=ids(f"gpuemu/{slug(op)}", problem_source),
         source=problem_source,

@@ -84,6 +84,20 @@ def _special(shape, gen, dtype):
     return _sprinkle(flat.reshape(shape), gen, specials, 0.05)
 
 
+def _small_integers(shape, gen, dtype):
+    return torch.randint(-2, 3, shape, generator=gen).to(torch.float64)
+
+
+def _sparse(shape, gen, dtype):
+    """Mostly zeros with a few ones: the simplest values a shrunk counterexample can have."""
+    out = torch.zeros(shape, dtype=torch.float64)
+    flat = out.reshape(-1)
+    if flat.numel():
+        count = max(1, flat.numel() // 16)
+        flat[torch.randperm(flat.numel(), generator=gen)[:count]] = 1.0
+    return flat.reshape(shape)
+
+
 VALUE_CLASSES: dict[str, Sampler] = {
     "normal": _normal,
     "uniform": _uniform,
@@ -96,6 +110,8 @@ VALUE_CLASSES: dict[str, Sampler] = {
     "near_constant": _near_constant,
     "offset_mean": _offset_mean,
     "integers": _integers,
+    "small_integers": _small_integers,
+    "sparse": _sparse,
     "nan_sprinkled": _nan_sprinkled,
     "special": _special,
 }

@@ -23,7 +23,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         x = x.contiguous()
-        n_cols = x.shape[-1]
+        n_cols = 1024  # row length
         out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)
-        var_kernel[(out.numel(),)](x, out, 1024, BLOCK_SIZE=1024)
+        var_kernel[(out.numel(),)](x, out, n_cols, BLOCK_SIZE=triton.next_power_of_2(n_cols))
         return out

@@ -1,0 +1,270 @@
+"""Builds every CUDA (load_inline) submission before the GPU stage, on every CPU core, once.
+
+A check worker that meets a CUDA submission compiles it at import, one at a time, while the GPU
+waits; a dump of hundreds of such kernels spends most of its GPU time in nvcc. Here each distinct
+source is imported in a process of its own (which runs its `load_inline`), many at a time, with
+TORCH_EXTENSIONS_DIR set to a folder named by the hash of the source. Different sources that pick
+the same extension name never share a build folder, and a source built once is never built again:
+a second run finds the folder's `build.json` and compiles nothing. The check worker reuses the
+builds by calling `activate(source)` before importing a CUDA submission.
+
+Every build is recorded (`results/cuda_builds.parquet`): seconds, ok, and the compiler's error. On a
+machine without a GPU every CUDA submission is recorded `skipped`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+from rescore.problem import Submission, content_hash
+
+log = logging.getLogger("rescore")
+
+DEFAULT_ROOT = Path(".rescore-cache") / "torch_extensions"
+MARKER = "build.json"
+COLUMNS = ["submission_id", "name", "dump", "source_hash", "status", "ok", "cached", "seconds", "error",
+           "extensions", "build_dir"]
+ERROR_CHARS = 4000
+
+
+def cache_root(root: str | os.PathLike | None = None) -> Path:
+    """The builds' root folder: `root`, else $RESCORE_CUDA_CACHE, else .rescore-cache/torch_extensions."""
+    return Path(root or os.environ.get("RESCORE_CUDA_CACHE") or DEFAULT_ROOT).resolve()
+
+
+def extensions_dir(source: str, root: str | os.PathLike | None = None) -> Path:
+    """The TORCH_EXTENSIONS_DIR of one submission source: a folder of its own, named by its hash."""
+    return cache_root(root) / content_hash(source)
+
+
+def activate(source: str, root: str | os.PathLike | None = None) -> Path:
+    """Point torch's JIT builds at this source's folder before importing a CUDA submission.
+
+    Also forgets the extension names earlier submissions in this process loaded: torch would
+    otherwise rename a reused name to `<name>_v1` and build it again, outside the prebuilt folder."""
+    folder = extensions_dir(source, root)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
+    try:
+        from torch.utils import cpp_extension
+
+        versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
+        if versioner is not None and isinstance(getattr(versioner, "entries", None), dict):
+            versioner.entries.clear()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    return folder
+
+
+def build_key() -> dict:
+    """What a build depends on besides its source: a change in any of these rebuilds it."""
+    import platform
+
+    import torch
+
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+            "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"), "cxx": os.environ.get("CXX")}
+
+
+def _cached(folder: Path, key: dict) -> dict | None:
+    """The recorded build of this folder, when it is still valid (same key, its library still there)."""
+    try:
+        record = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("key") != key:
+        return None
+    if record.get("ok") and not any(folder.rglob("*.so")) and record.get("extensions"):
+        return None
+    if not record.get("ok") and record.get("transient"):
+        return None
+    return record
+
+
+def _error_text(stderr: str) -> str:
+    """The compiler's errors first (they are what a reader needs), then the tail of the log."""
+    lines = stderr.splitlines()
+    errors = [ln for ln in lines if "error" in ln.lower()][:40]
+    tail = lines[-30:]
+    text = "\n".join(errors + ["..."] + tail if errors else tail)
+    return text[-ERROR_CHARS:]
+
+
+def build_one(source: str, root: Path, key: dict, timeout_s: float, max_jobs: int) -> dict:
+    """Import one source in a fresh process with its own TORCH_EXTENSIONS_DIR; record the outcome."""
+    folder = root / content_hash(source)
+    cached = _cached(folder, key)
+    if cached is not None:
+        return dict(cached, status=_status(cached), cached=True, seconds=0.0)
+    folder.mkdir(parents=True, exist_ok=True)
+    module = folder / "submission.py"
+    module.write_text(source, encoding="utf-8", errors="surrogateescape")
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(folder), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1")
+    src = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    start = time.perf_counter()
+    transient = False
+    try:
+        proc = subprocess.run([sys.executable, "-m", "rescore.cuda_build", "import", str(module)], env=env,
+                              capture_output=True, text=True, timeout=timeout_s, cwd=folder,
+                              start_new_session=True)
+        ok = proc.returncode == 0
+        error = None if ok else _error_text(proc.stderr or proc.stdout)
+        if proc.returncode < 0:
+            transient, error = True, f"the build process died (signal {-proc.returncode}): {error}"
+        try:
+            extensions = json.loads(proc.stdout.strip().splitlines()[-1]).get("extensions", []) if ok else []
+        except (ValueError, IndexError, AttributeError):
+            extensions = []
+    except subprocess.TimeoutExpired:
+        ok, extensions, transient = False, [], True
+        error = f"the build took longer than {timeout_s:.0f} s and was stopped"
+    record = {"ok": ok, "error": error, "extensions": extensions, "key": key, "transient": transient,
+              "seconds": time.perf_counter() - start, "build_dir": str(folder)}
+    (folder / MARKER).write_text(json.dumps(record, indent=1))
+    return dict(record, status=_status(record), cached=False)
+
+
+def _status(record: dict) -> str:
+    if not record.get("ok"):
+        return "failed"
+    return "built" if record.get("extensions") else "no_build"
+
+
+def prebuild(subs: list[Submission], device: str, root: str | os.PathLike | None = None, jobs: int | None = None,
+             timeout_s: float = 1800.0) -> pd.DataFrame:
+    """Build every CUDA submission's extensions (each distinct source once, `jobs` at a time).
+
+    One row per CUDA submission: status built | no_build (imported, but it builds nothing at import:
+    it will build in the check stage) | failed | skipped (no GPU); `cached` when an earlier run's
+    build (or failure) was reused and nothing was compiled."""
+    cuda = [s for s in subs if s.language == "cuda" and not (s.extra or {}).get("ingest_error")]
+    if device != "cuda":
+        return _frame([_row(s, {"status": "skipped", "ok": None, "seconds": 0.0,
+                                "error": "no GPU: CUDA submissions are built and run on a CUDA device"})
+                       for s in cuda])
+    folder = cache_root(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = list(dict.fromkeys(s.source for s in cuda))
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources) or 1))
+    max_jobs = max(1, (os.cpu_count() or 1) // jobs)
+    key = build_key()
+    log.info("prebuilding %d CUDA sources (%d submissions), %d at a time, in %s", len(sources), len(cuda), jobs,
+             folder)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = dict(zip(sources, pool.map(lambda src: build_one(src, folder, key, timeout_s, max_jobs), sources)))
+    return _frame([_row(s, results[s.source]) for s in cuda])
+
+
+def _row(sub: Submission, result: dict) -> dict:
+    return {"submission_id": sub.submission_id, "name": sub.name, "dump": sub.dump,
+            "source_hash": content_hash(sub.source), "status": result.get("status"), "ok": result.get("ok"),
+            "cached": bool(result.get("cached", False)),
+            "seconds": float(result.get("seconds") or 0.0), "error": result.get("error"),
+            "extensions": ",".join(result.get("extensions") or []), "build_dir": result.get("build_dir")}
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df["ok"] = df["ok"].astype("boolean")
+    return df
+
+
+def write_builds(manifests: list[str], device: str, out: str, jobs: int | None = None,
+                 root: str | None = None, timeout_s: float = 1800.0) -> pd.DataFrame:
+    """The `cuda_prebuild` rule: build the CUDA submissions of every dump, write the builds table."""
+    from rescore.problem import submission_from_dict
+    from rescore.runner import resolve_device
+    from rescore.tables import SCHEMAS, write_parquet
+
+    subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
+    df = prebuild(subs, resolve_device(device), root, jobs, timeout_s)
+    write_parquet(df, out, "cuda_builds" if "cuda_builds" in SCHEMAS else None)
+    failed = int((df["status"] == "failed").sum())
+    log.info("CUDA builds: %s", df["status"].value_counts().to_dict())
+    if failed:
+        log.warning("%d CUDA submissions failed to build; see %s", failed, out)
+    return df
+
+
+def _import_for_build(path: str) -> None:
+    """(In the build process.) Import a submission, recording the extensions its load_inline builds."""
+    import importlib.util
+
+    from torch.utils import cpp_extension
+
+    built: list[str] = []
+    for fn_name in ("load_inline", "load"):
+        original = getattr(cpp_extension, fn_name)
+
+        def recording(*args, _original=original, **kwargs):
+            built.append(str(kwargs.get("name", args[0] if args else "?")))
+            return _original(*args, **kwargs)
+
+        setattr(cpp_extension, fn_name, recording)
+    spec = importlib.util.spec_from_file_location(f"rescore_prebuild_{Path(path).parent.name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    print(json.dumps({"extensions": built}))
+
+
+def bench(subs: list[Submission], jobs: int | None = None, timeout_s: float = 1800.0,
+          root: str | None = None) -> dict:
+    """Cold then warm prebuild of these submissions in a fresh cache: what the cache saves."""
+    folder = Path(root or tempfile.mkdtemp(prefix="rescore-cuda-bench-"))
+    report: dict = {"cache": str(folder), "cores": os.cpu_count(), "jobs": jobs or os.cpu_count(),
+                    "cuda_submissions": sum(s.language == "cuda" for s in subs),
+                    "distinct_sources": len({s.source for s in subs if s.language == "cuda"})}
+    for phase in ("cold", "warm"):
+        start = time.perf_counter()
+        df = prebuild(subs, "cuda", folder, jobs, timeout_s)
+        per = df.drop_duplicates("source_hash")
+        built = per[(per["status"] == "built") & ~per["cached"]]["seconds"]
+        report[phase] = {"wall_s": round(time.perf_counter() - start, 2),
+                         "status": {str(k): int(v) for k, v in per["status"].value_counts().items()},
+                         "compiled": int((~per["cached"] & (per["status"] != "skipped")).sum()),
+                         "build_s_median": round(float(built.median()), 2) if len(built) else None,
+                         "build_s_max": round(float(built.max()), 2) if len(built) else None}
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rescore.cuda_build", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    one = sub.add_parser("import", help="(internal) import one submission file to build its extensions")
+    one.add_argument("path")
+    b = sub.add_parser("bench", help="cold vs warm prebuild time of one dump's CUDA submissions")
+    b.add_argument("--config", default="config/config.yaml")
+    b.add_argument("--dump", required=True, help="a dump name under `dumps:` in the config")
+    b.add_argument("--jobs", type=int, default=None)
+    b.add_argument("--cache", default=None, help="cache folder (default: a fresh temporary folder)")
+    b.add_argument("--timeout", type=float, default=1800.0)
+    args = parser.parse_args(argv)
+    if args.cmd == "import":
+        _import_for_build(args.path)
+        return 0
+    import yaml
+
+    from rescore.dumps import read_dump
+
+    spec = yaml.safe_load(Path(args.config).read_text())["dumps"][args.dump]
+    report = bench(read_dump(args.dump, spec), args.jobs, args.timeout, args.cache)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

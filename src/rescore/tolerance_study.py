@@ -1,0 +1,141 @@
+"""How tight the comparison should be: per-(op, dtype) calibration from controls on calibration
+seeds, and every tolerance policy judged on the evaluation seeds from the same recorded cases.
+
+Each case stores, per policy, max |out - ref| / bound (`policy_ratios`), so a policy (and any
+safety multiplier of the calibrated one) is judged without re-running anything.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from rescore.oracle.tolerance import DTYPES, FIXED_POLICIES
+from rescore.outcomes import FLAGGING
+from rescore.study import wilson
+
+TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change
+POLICIES = (*FIXED_POLICIES, "reference-lowp", "p95x1.5", "calibrated")
+
+
+class CalibrationError(ValueError):
+    """An (op, dtype) the study must judge has no correct control to calibrate from."""
+
+
+def _with_meta(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
+    meta = submissions.set_index("submission_id")[["label", "bug_class", "op"]]
+    df = cases[cases["oracle"] == "fuzz"].join(meta, on="submission_id")
+    df = df[df["label"].isin(["correct", "buggy"]) & ~df["outcome"].isin(["skipped", "declined"])].copy()
+    df["ratios"] = df["policy_ratios"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
+    return df
+
+
+def calibrate(cases: pd.DataFrame, submissions: pd.DataFrame, quantile: float = 1.0) -> pd.DataFrame:
+    """Per (op, dtype): k of the calibrated error model (the `quantile` of the controls' ratios; 1.0 is
+    the max) and the published p95 x 1.5 absolute tolerance, from calibration-seed cases only."""
+    df = _with_meta(cases, submissions)
+    cal = df[(df["purpose"] == "calibration") & (df["label"] == "correct") & df["outcome"].isin(TOLERANCE_JUDGED)]
+    rows = []
+    for (op, dtype), g in cal.groupby(["op", "dtype"]):
+        base = np.array([r.get("calibrated-base", np.nan) for r in g["ratios"]], dtype=float)
+        base = base[np.isfinite(base)]
+        abs_err = g["max_abs_err"].to_numpy(dtype=float)
+        abs_err = abs_err[np.isfinite(abs_err)]
+        if not len(base):
+            continue
+        rows.append({
+            "op": op, "dtype": dtype, "k": float(np.quantile(base, quantile)),
+            "p95x1.5_atol": float(1.5 * np.quantile(abs_err, 0.95)) if len(abs_err) else np.nan,
+            "n_cases": int(len(base)), "n_controls": int(g["submission_id"].nunique()),
+            "strategies": ",".join(sorted(g["strategy"].unique())), "quantile": quantile,
+        })
+    return pd.DataFrame(rows)
+
+
+def judge(df: pd.DataFrame, calibration: pd.DataFrame, multiplier: float) -> pd.DataFrame:
+    """One column per policy: True where the case is flagged under that policy."""
+    cal = calibration.set_index(["op", "dtype"])
+    keys = list(zip(df["op"], df["dtype"]))
+    judged = df["outcome"].isin(TOLERANCE_JUDGED).to_numpy()
+    other_flag = df["outcome"].isin(FLAGGING).to_numpy() & ~judged
+    nonfinite = (df["outcome"] == "nonfinite").to_numpy()
+    missing = sorted({k for k, j in zip(keys, judged) if j and k not in cal.index})
+    if missing:
+        raise CalibrationError(
+            "no correct control to calibrate from for (op, dtype) " + ", ".join(f"{o}/{d}" for o, d in missing)
+            + ": add a control for these ops, or run calibration cases (config `calibration`) on their dtypes")
+    out = pd.DataFrame(index=df.index)
+    for name in (*FIXED_POLICIES, "reference-lowp"):
+        r = np.array([x.get(name, np.inf) for x in df["ratios"]], dtype=float)
+        out[name] = other_flag | (judged & (nonfinite | (r > 1.0)))
+    k = np.array([cal.loc[key, "k"] for key in keys], dtype=float)
+    base = np.array([x.get("calibrated-base", np.inf) for x in df["ratios"]], dtype=float)
+    out["calibrated"] = other_flag | (judged & (nonfinite | (base > k * multiplier)))
+    atol = np.array([cal.loc[key, "p95x1.5_atol"] for key in keys], dtype=float)
+    err = df["max_abs_err"].to_numpy(dtype=float)
+    out["p95x1.5"] = other_flag | (judged & (nonfinite | ~(err <= atol)))
+    return out
+
+
+def policy_table(df: pd.DataFrame, flagged: pd.DataFrame, multiplier: float) -> pd.DataFrame:
+    rows = []
+    for policy in POLICIES:
+        f = flagged[policy]
+        bug, ctl = df["label"] == "buggy", df["label"] == "correct"
+        kern = f.groupby([df["submission_id"], df["label"]]).any().reset_index()
+        kb, kc = kern[kern["label"] == "buggy"][policy], kern[kern["label"] == "correct"][policy]
+        row = {"policy": policy, "multiplier": multiplier if policy == "calibrated" else np.nan}
+        for prefix, k, n in (("case_recall", int(f[bug].sum()), int(bug.sum())),
+                             ("kernel_recall", int(kb.sum()), len(kb)),
+                             ("case_fp", int(f[ctl].sum()), int(ctl.sum())),
+                             ("kernel_fp", int(kc.sum()), len(kc))):
+            lo, hi = wilson(k, n)
+            row.update({f"{prefix}_k": k, f"{prefix}_n": n, f"{prefix}_rate": k / n if n else np.nan,
+                        f"{prefix}_lo": lo, f"{prefix}_hi": hi})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def evaluation_frame(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
+    df = _with_meta(cases, submissions)
+    return df[df["purpose"] == "evaluation"]
+
+
+def tolerances_table(cases: pd.DataFrame, submissions: pd.DataFrame, calibration: pd.DataFrame,
+                     multiplier: float) -> pd.DataFrame:
+    df = evaluation_frame(cases, submissions)
+    return policy_table(df, judge(df, calibration, multiplier), multiplier)
+
+
+def sweep_table(cases: pd.DataFrame, submissions: pd.DataFrame, calibration: pd.DataFrame,
+                multipliers: list[float]) -> pd.DataFrame:
+    df = evaluation_frame(cases, submissions)
+    rows = [policy_table(df, judge(df, calibration, m), m).query("policy == 'calibrated'") for m in multipliers]
+    return pd.concat(rows, ignore_index=True)
+
+
+def tightening_table(calibration: pd.DataFrame, cases: pd.DataFrame, submissions: pd.DataFrame,
+                     current: str = "kernelbench-v0.1", multiplier: float = 1.0) -> pd.DataFrame:
+    """Per (op, dtype): the current policy's allowed error over the calibrated one, at the reference
+    scales the calibration cases saw (median), and the same for the published p95 x 1.5 atol."""
+    df = _with_meta(cases, submissions)
+    cal_cases = df[(df["purpose"] == "calibration") & (df["label"] == "correct")]
+    rows = []
+    for r in calibration.to_dict("records"):
+        g = cal_cases[(cal_cases["op"] == r["op"]) & (cal_cases["dtype"] == r["dtype"])]
+        mag = g["ref_max_abs"].to_numpy(dtype=float)
+        length = g["reduction_len"].fillna(1).clip(lower=1).to_numpy(dtype=float)
+        atol, rtol = FIXED_POLICIES[current][r["dtype"]]
+        eps = float(np.finfo(np.float16).eps) if r["dtype"] == "float16" else (
+            2.0 ** -7 if r["dtype"] == "bfloat16" else float(np.finfo(np.float32).eps))
+        assert r["dtype"] in DTYPES
+        cur = atol + rtol * mag
+        calib = r["k"] * multiplier * eps * (mag + np.sqrt(length) * mag)
+        ratio = np.median(cur / np.maximum(calib, 1e-300)) if len(mag) else np.nan
+        rows.append({"op": r["op"], "dtype": r["dtype"], "current_policy": current, "current_atol": atol,
+                     "calibrated_k": r["k"], "tightening": float(ratio),
+                     "p95x1.5_atol": r["p95x1.5_atol"], "p95_tightening": atol / r["p95x1.5_atol"]
+                     if r["p95x1.5_atol"] and r["p95x1.5_atol"] > 0 else np.nan})
+    return pd.DataFrame(rows)

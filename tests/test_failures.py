@@ -1,0 +1,43 @@
+"""Regression memory, shrinking and diagnosis of failures."""
+
+import json
+
+from conftest import toy_submission
+
+from rescore.runner import RunConfig, run_submission
+from rescore.shrink import shrink_failure
+
+
+def test_stored_failures_are_replayed_first(worker):
+    cfg = RunConfig(strategies={"default": 4}, dtypes=("float32",))
+    sub = toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",))
+    first = run_submission(sub, cfg, worker, fixed=False)
+    assert not [r for r in first if r["purpose"] == "regression"]
+    second = run_submission(sub, cfg, worker, fixed=False)
+    assert second[0]["purpose"] == "regression"
+    assert second[0]["outcome"] in ("mismatch", "nonfinite")  # the known bug, re-confirmed in one case
+    assert [r for r in second if r["purpose"] == "evaluation"] == [r for r in second[1:]]
+
+
+def test_shrunk_counterexample_still_fails_and_is_no_larger(worker):
+    cfg = RunConfig(strategies={"default": 6}, dtypes=("float32",), regressions=False)
+    sub = toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",))
+    rows = run_submission(sub, cfg, worker, fixed=False)
+    failure = next(r for r in rows if r["outcome"] in ("mismatch", "nonfinite"))
+    res = shrink_failure(worker, sub, failure)
+    assert res["shrunk"] and res["row"]["outcome"] in ("mismatch", "nonfinite")
+    original = json.loads(failure["sizes"])
+    assert all(res["trigger"]["sizes"][k] <= original[k] for k in original)
+    assert res["row"]["n_elements"] <= failure["n_elements"]
+    assert res["trigger"]["sizes"] == {"batch_size": 1, "dim": 1}  # one element is never written
+    assert res["trigger"]["values"] == "sparse"
+
+
+def test_diagnosis_names_the_pattern(worker):
+    cfg = RunConfig(strategies={"boundary": 6}, dtypes=("float32",), regressions=False)
+    rows = run_submission(toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",)), cfg,
+                          worker, fixed=False)
+    failing = [r for r in rows if r["outcome"] != "pass"]
+    assert failing
+    for r in failing:  # past the last full 1024-block: the tail; below one block: nothing written at all
+        assert r["diagnosis"] == ("tail_region" if r["n_elements"] > 1024 else "nonfinite_leak"), r["sizes"]
