@@ -5,6 +5,7 @@ include: "workflow/rules/check.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/study.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

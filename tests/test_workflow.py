@@ -19,8 +19,8 @@ TINY = {
     "shards": 2,
     "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"},
     "fuzz": {"dtypes": ["float32"], "strategies": {"default": 3, "boundary": 3}},
-    "study": {"strategies": [], "seeds": 2},
-    "calibration": {"strategies": {}},
+    "study": {"strategies": ["adversarial", "layout"], "seeds": 2},
+    "calibration": {"strategies": {"default": 2}},
     "budget": {"cpu": 4096, "cuda": 65536},
     "timeout_s": 60,
     "tolerance": {"quantile": 1.0, "multiplier": 2.0, "sweep": [1.0, 2.0]},
@@ -55,6 +55,23 @@ def test_all_outputs_exist(run_dir):
     assert set(illusion["fixed_verdict"]) <= {"pass", "fail", "skipped"}
     controls = illusion[(illusion["label"] == "correct") & (illusion["language"] == "triton")]
     assert len(controls) >= 2 and (controls["fuzz_verdict"].isin(["pass", "declined"])).all()
+
+
+def test_uncertainty_statement_and_report(run_dir):
+    text = (run_dir / "results" / "uncertainty.md").read_text()
+    assert "## The input space covered" in text and "What no test here can establish" in text
+    assert "upper bound" in text
+    r = snakemake(run_dir, "--report", "results/report.zip")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (run_dir / "results" / "report.zip").stat().st_size > 10_000
+
+
+def test_notebook_reads_the_tables(run_dir):
+    env = dict(__import__("os").environ, RESCORE_RESULTS=str(run_dir / "results"))
+    r = subprocess.run([sys.executable, str(REPO / "notebooks" / "illusion.py")], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "illusions" in r.stdout and (run_dir / "results/figures/verdicts_notebook.png").exists()
 
 
 def test_second_run_does_nothing(run_dir):

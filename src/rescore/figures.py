@@ -118,8 +118,10 @@ def control_error_figure(ratios: pd.DataFrame, outputs: list[str]) -> None:
     """Each control case's error as a fraction of each policy's bound (<= 1 passes)."""
     policies = [c for c in ratios.columns if c not in ("op", "dtype", "label")]
     fig, ax = plt.subplots(figsize=(7, 4))
-    data = [ratios[p].replace(0, 1e-12).clip(lower=1e-12).dropna() for p in policies]
-    ax.boxplot(data, labels=policies, showfliers=True)
+    data = [ratios[p].astype(float).replace([0.0, float("inf")], [1e-12, 1e12]).clip(1e-12, 1e12).dropna()
+            for p in policies]
+    ax.boxplot(data, showfliers=True)
+    ax.set_xticks(range(1, len(policies) + 1), policies)
     ax.axhline(1.0, color="#d1495b", lw=1)
     ax.set_yscale("log")
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import zlib
 from pathlib import Path
 
@@ -24,6 +25,13 @@ def setup_logging(path: str | None) -> None:
     logging.basicConfig(
         level=logging.INFO, handlers=handlers, force=True, format="%(asctime)s %(levelname)s %(message)s"
     )
+    previous = sys.excepthook
+
+    def log_and_raise(kind, value, tb):  # a failing stage leaves its traceback in its own log
+        log.error("stage failed", exc_info=(kind, value, tb))
+        previous(kind, value, tb)
+
+    sys.excepthook = log_and_raise
 
 
 def run_config(config: dict) -> RunConfig:
@@ -226,3 +234,11 @@ def tolerances(cases: str, submissions: str, calibration: str, multiplier: float
     figures.tightening_figure(tight, [out["tightening_fig"]])
     figures.control_error_figure(ratios, [out["errors_fig"]])
     figures.sweep_figure(sw, [out["sweep_fig"]])
+
+
+def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, out: str) -> None:
+    from rescore.uncertainty import statement
+
+    text = statement(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"),
+                     read_parquet(illusion_path), config)
+    write_text(text, out)

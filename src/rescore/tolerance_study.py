@@ -18,6 +18,7 @@ from rescore.study import wilson
 
 TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change
 POLICIES = (*FIXED_POLICIES, "reference-lowp", "p95x1.5", "calibrated")
+K_FLOOR = 1.0  # one unit of rounding at the reference's scale: an exact control must not calibrate k = 0
 
 
 class CalibrationError(ValueError):
@@ -46,7 +47,8 @@ def calibrate(cases: pd.DataFrame, submissions: pd.DataFrame, quantile: float = 
         if not len(base):
             continue
         rows.append({
-            "op": op, "dtype": dtype, "k": float(np.quantile(base, quantile)),
+            "op": op, "dtype": dtype, "k": max(K_FLOOR, float(np.quantile(base, quantile))),
+            "k_observed": float(np.quantile(base, quantile)),
             "p95x1.5_atol": float(1.5 * np.quantile(abs_err, 0.95)) if len(abs_err) else np.nan,
             "n_cases": int(len(base)), "n_controls": int(g["submission_id"].nunique()),
             "strategies": ",".join(sorted(g["strategy"].unique())), "quantile": quantile,

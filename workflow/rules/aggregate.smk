@@ -36,7 +36,7 @@ rule failures_table:
         cases="results/tables/cases.parquet",
         submissions="results/tables/submissions.parquet",
     output:
-        table="results/failures/failures.parquet",
+        table=report("results/failures/failures.parquet", category="Failures", caption="../report/tables.rst"),
         reproducers=directory("results/failures/reproducers"),
     log:
         "results/logs/aggregate/failures.log",
@@ -51,7 +51,7 @@ rule illusion_table:
         cases="results/tables/cases.parquet",
         submissions="results/tables/submissions.parquet",
     output:
-        "results/tables/illusion.parquet",
+        report("results/tables/illusion.parquet", category="Tables", caption="../report/tables.rst"),
     log:
         "results/logs/aggregate/illusion.log",
     conda:
@@ -65,7 +65,7 @@ rule shrink_failures:
         failures="results/failures/failures.parquet",
         manifests=expand("results/ingest/{dump}/manifest.json", dump=DUMPS),
     output:
-        "results/failures/shrunk.parquet",
+        report("results/failures/shrunk.parquet", category="Failures", caption="../report/tables.rst"),
     params:
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
                                     "budget", "timeout_s")},

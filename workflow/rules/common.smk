@@ -22,4 +22,5 @@ ALL_OUTPUTS = [
     "results/tables/corpus.parquet",
     "results/tables/strategies.parquet",
     "results/tables/tolerances.parquet",
+    "results/uncertainty.md",
 ]

@@ -5,7 +5,7 @@ rule verdicts_figure:
     input:
         "results/tables/illusion.parquet",
     output:
-        png="results/figures/verdicts.png",
+        png=report("results/figures/verdicts.png", category="Verdicts", caption="../report/verdicts.rst"),
         pdf="results/figures/verdicts.pdf",
     log:
         "results/logs/figures/verdicts.log",

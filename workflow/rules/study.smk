@@ -6,12 +6,12 @@ rule strategies_study:
         cases="results/tables/cases.parquet",
         submissions="results/tables/submissions.parquet",
     output:
-        table="results/tables/strategies.parquet",
-        by_class="results/tables/strategies_by_class.parquet",
-        budget="results/tables/strategy_budget.parquet",
-        heatmap="results/figures/strategy_recall_heatmap.png",
-        recall_fp="results/figures/strategy_recall_vs_fp.png",
-        budget_fig="results/figures/strategy_recall_vs_budget.png",
+        table=report("results/tables/strategies.parquet", category="Tables", caption="../report/tables.rst"),
+        by_class=report("results/tables/strategies_by_class.parquet", category="Tables", caption="../report/tables.rst"),
+        budget=report("results/tables/strategy_budget.parquet", category="Tables", caption="../report/tables.rst"),
+        heatmap=report("results/figures/strategy_recall_heatmap.png", category="Strategies", caption="../report/strategies.rst"),
+        recall_fp=report("results/figures/strategy_recall_vs_fp.png", category="Strategies", caption="../report/strategies.rst"),
+        budget_fig=report("results/figures/strategy_recall_vs_budget.png", category="Strategies", caption="../report/strategies.rst"),
     params:
         seeds=config["study"]["seeds"],
     log:
@@ -27,7 +27,7 @@ rule calibrate:
         cases="results/tables/cases.parquet",
         submissions="results/tables/submissions.parquet",
     output:
-        "results/tables/calibrated_tolerances.parquet",
+        report("results/tables/calibrated_tolerances.parquet", category="Tables", caption="../report/tables.rst"),
     params:
         quantile=config["tolerance"]["quantile"],
     log:
@@ -44,12 +44,12 @@ rule tolerances_study:
         submissions="results/tables/submissions.parquet",
         calibration="results/tables/calibrated_tolerances.parquet",
     output:
-        table="results/tables/tolerances.parquet",
-        tightening="results/tables/tolerance_tightening.parquet",
-        sweep="results/tables/tolerance_sweep.parquet",
-        tightening_fig="results/figures/tolerance_tightening.png",
-        errors_fig="results/figures/tolerance_control_errors.png",
-        sweep_fig="results/figures/tolerance_sweep.png",
+        table=report("results/tables/tolerances.parquet", category="Tables", caption="../report/tables.rst"),
+        tightening=report("results/tables/tolerance_tightening.parquet", category="Tables", caption="../report/tables.rst"),
+        sweep=report("results/tables/tolerance_sweep.parquet", category="Tables", caption="../report/tables.rst"),
+        tightening_fig=report("results/figures/tolerance_tightening.png", category="Tolerances", caption="../report/tolerances.rst"),
+        errors_fig=report("results/figures/tolerance_control_errors.png", category="Tolerances", caption="../report/tolerances.rst"),
+        sweep_fig=report("results/figures/tolerance_sweep.png", category="Tolerances", caption="../report/tolerances.rst"),
     params:
         multiplier=config["tolerance"]["multiplier"],
         sweep=config["tolerance"]["sweep"],
