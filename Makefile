@@ -26,7 +26,7 @@ lint: $(BIN)/rescore
 	$(BIN)/snakemake --lint
 
 bench: $(BIN)/rescore
-	$(BIN)/python bench/pipeline_bench.py
+	$(BIN)/python bench/pipeline_bench.py pipeline --cores $(CORES)
 
 clean:
 	rm -rf results/tables results/cases results/ingest results/figures results/failures results/logs .snakemake

@@ -50,6 +50,28 @@ def _first_failure(group: pd.DataFrame) -> dict | None:
     return r.to_dict()
 
 
+def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
+    """One line for a flagged submission: its most common failure pattern, or `growing_with_reduction`
+    when it fails only at reduction lengths beyond every one it passed at."""
+    bad = fuzz[fuzz["outcome"].isin(FLAGGING)]
+    if bad.empty:
+        return None
+    good = fuzz[fuzz["outcome"] == "pass"]
+    if (
+        "reduction_len" in fuzz
+        and len(good)
+        and bad["reduction_len"].notna().all()
+        and good["reduction_len"].notna().all()
+    ):
+        if bad["reduction_len"].max() > 1 and bad["reduction_len"].min() > good["reduction_len"].median():
+            return "growing_with_reduction"
+    kinds = bad["diagnosis"].dropna()
+    kinds = kinds[kinds != ""]
+    if kinds.empty:
+        return bad["outcome"].mode().iloc[0]
+    return str(kinds.mode().iloc[0])
+
+
 def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
     """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion."""
     rows = []
@@ -97,6 +119,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "first_failing_input": first_input,
                 "first_failure_replay": first.get("replay") if first else None,
                 "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
+                "diagnosis": submission_diagnosis(fuzz),
             }
         )
     return pd.DataFrame(rows)
