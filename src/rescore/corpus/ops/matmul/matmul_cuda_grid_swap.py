@@ -27,6 +27,7 @@ __global__ void matmul_tiled_kernel(const scalar_t* __restrict__ A, const scalar
         Bs[threadIdx.y][threadIdx.x] = (bk < K && col < N) ? static_cast<float>(B[(int64_t)bk * N + col]) : 0.0f;
         __syncthreads();
         for (int kk = 0; kk < TILE; ++kk) acc += As[threadIdx.y][kk] * Bs[kk][threadIdx.x];
+        __syncthreads();
     }
     if (row < M && col < N) C[(int64_t)row * N + col] = static_cast<scalar_t>(acc);
 }
@@ -40,7 +41,7 @@ torch::Tensor matmul_forward(torch::Tensor A, torch::Tensor B) {
     auto C = torch::empty({M, N}, A.options());
     if (M == 0 || N == 0) return C;
     const dim3 threads(TILE, TILE);
-    const dim3 blocks((N + TILE - 1) / TILE, (M + TILE - 1) / TILE);
+    const dim3 blocks((M + TILE - 1) / TILE, (N + TILE - 1) / TILE);
     AT_DISPATCH_FLOATING_TYPES_AND_HALF(A.scalar_type(), "matmul_forward", [&] {
         matmul_tiled_kernel<scalar_t><<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
             A.data_ptr<scalar_t>(), B.data_ptr<scalar_t>(), C.data_ptr<scalar_t>(), M, N, K);
