@@ -24,13 +24,27 @@ import torch
 MIN_BLOCK = 16
 
 
+def _spread(values: torch.Tensor) -> tuple[float, float]:
+    """(median, the 90th percentile of the distance to it): robust to a few noisy elements."""
+    centre = values.median()
+    dist = (values - centre).abs()
+    return float(centre), float(torch.quantile(dist, 0.9) if values.numel() > 10 else dist.max())
+
+
 def _all_same(values: torch.Tensor, rel: float = 1e-2) -> bool:
     """Nine in ten values within `rel` of their median (rounding noise on near-zero references aside)."""
     if values.numel() < 2:
         return False
-    centre = values.median()
-    spread = torch.quantile((values - centre).abs(), 0.9) if values.numel() > 10 else (values - centre).abs().max()
-    return bool(spread <= rel * centre.abs().clamp_min(1e-30))
+    centre, spread = _spread(values)
+    return spread <= rel * max(abs(centre), 1e-30)
+
+
+def _constant_factor(ratio: torch.Tensor) -> bool:
+    """out/ref is one constant, and that constant stands clear of 1 (not rounding noise around 1)."""
+    if ratio.numel() < 2 or not _all_same(ratio):
+        return False
+    centre, spread = _spread(ratio)
+    return abs(centre - 1.0) > max(1e-3, 10 * spread)
 
 
 def _past_block(index: torch.Tensor, length: int) -> bool:
@@ -62,7 +76,7 @@ def diagnose(out: torch.Tensor, truth: torch.Tensor, bad: torch.Tensor) -> str:
     both = bad & t_fin & o_fin & (t.abs() > 1e-12)
     if int(both.sum()) >= 2:
         ratio = (o[both] / t[both])
-        if _all_same(ratio) and abs(float(ratio.median()) - 1.0) > 1e-3:
+        if _constant_factor(ratio):
             return "constant_factor"
         if o.dim() >= 2 and _row_scaled(o, t, bad):
             return "constant_factor"
@@ -114,6 +128,6 @@ def _row_scaled(o: torch.Tensor, t: torch.Tensor, bad: torch.Tensor) -> bool:
         return False
     for r in rows[:16].tolist():
         ok = torch.isfinite(o2[r]) & torch.isfinite(t2[r]) & (t2[r].abs() > 1e-12)
-        if int(ok.sum()) < 2 or not _all_same(o2[r][ok] / t2[r][ok]):
+        if int(ok.sum()) < 2 or not _constant_factor(o2[r][ok] / t2[r][ok]):
             return False
     return True
