@@ -4,6 +4,7 @@ include: "workflow/rules/ingest.smk"
 include: "workflow/rules/check.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/study.smk"
+include: "workflow/rules/static.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 

@@ -3,6 +3,7 @@
     python bench/static_bench.py corpus [--cache-dir D] [--parallel N] [--out DIR]
     python bench/static_bench.py gpu-check [--cache-dir D]     # on a machine with CUDA
     python bench/static_bench.py api [--out DIR]               # this Triton's API vs rescore's
+    python bench/static_bench.py capture [--out-json F]        # launches of every entry, as JSON
 
 `corpus` captures, compiles (sm_90 + sm_80) and measures every Triton entry, then prints the
 timings, the per-bug-class summary and the pairs. `gpu-check` compiles the same launches
@@ -14,37 +15,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-OPS = ROOT / "src" / "rescore" / "corpus" / "ops"
 FIXTURES = ROOT / "tests" / "fixtures" / "static"
 
 
-def corpus_entries(ops_dir: Path = OPS) -> list[dict]:
-    """Entries of every op folder that has an entries.yaml, with path and problem_path filled in."""
-    out = []
-    for spec in sorted(ops_dir.glob("*/entries.yaml")):
-        data = yaml.safe_load(spec.read_text()) or {}
-        problem = spec.parent / data.get("problem", "problem.py")
-        for e in data.get("entries", []):
-            path = spec.parent / f"{e['id']}.py"
-            if path.exists():
-                out.append(
-                    {
-                        **e,
-                        "op": data.get("op", spec.parent.name),
-                        "path": str(path),
-                        "problem_path": str(problem),
-                    }
-                )
-    return out
+def corpus_entries() -> list[dict]:
+    """Every corpus entry as a static-study entry dict (via the corpus loader)."""
+    from rescore.corpus.catalog import load_corpus
+    from rescore.static.study import as_entry
+
+    return [as_entry(s) for s in load_corpus()]
 
 
 def fixture_entries() -> list[dict]:
@@ -166,12 +153,15 @@ def run_gpu_check(args: argparse.Namespace) -> None:
 
     print("triton", triton.__version__)
     entries = [e for e in fixture_entries() + corpus_entries() if e.get("language") == "triton"]
+    if args.only:
+        entries = [e for e in entries if re.search(args.only, e["id"])]
     caps = capture_many(
         [(e["problem_path"], e["path"]) for e in entries], cache_dir=args.cache_dir, parallel=args.parallel
     )
-    items = [
-        (e["path"], c["launches"] if c["outcome"] == "ok" else []) for e, c in zip(entries, caps, strict=True)
-    ]
+    if args.captures:  # launches captured elsewhere (a Triton whose interpreter runs these kernels)
+        known = json.loads(Path(args.captures).read_text())
+        caps = [known.get(e["id"], c) if c["outcome"] != "ok" else c for e, c in zip(entries, caps, strict=True)]
+    items = [(e["path"], c["launches"] if c["outcome"] == "ok" else []) for e, c in zip(entries, caps, strict=True)]
     rows = compile_many(items, archs=(90,), cache_dir=args.cache_dir, parallel=args.parallel)
     agree = total = 0
     for e, c, rs in zip(entries, caps, rows, strict=True):
@@ -204,6 +194,20 @@ def run_gpu_check(args: argparse.Namespace) -> None:
     print(json.dumps({"kernels": total, "agree": agree}))
 
 
+def run_capture(args: argparse.Namespace) -> None:
+    """Write {entry id: capture} for every Triton entry to --out-json (input to gpu-check --captures)."""
+    from rescore.static.launches import capture_many
+
+    entries = [e for e in fixture_entries() + corpus_entries() if e.get("language") == "triton"]
+    caps = capture_many(
+        [(e["problem_path"], e["path"]) for e in entries], cache_dir=args.cache_dir, parallel=args.parallel
+    )
+    out = {e["id"]: c for e, c in zip(entries, caps, strict=True) if c["outcome"] == "ok"}
+    Path(args.out_json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out_json).write_text(json.dumps(out, default=str))
+    print(f"{len(out)}/{len(entries)} captured -> {args.out_json}")
+
+
 def run_api(args: argparse.Namespace) -> None:
     """Dump the Triton sources rescore's assumptions rest on; compare its specialise() to Triton's."""
     import inspect
@@ -221,11 +225,7 @@ def run_api(args: argparse.Namespace) -> None:
         jit.KernelParam,
         interpreter.InterpretedFunction.run,
     ]
-    parts += [
-        getattr(jit.JITFunction, n)
-        for n in ("_pack_args", "run", "_do_compile")
-        if hasattr(jit.JITFunction, n)
-    ]
+    parts += [getattr(jit.JITFunction, n) for n in ("_pack_args", "run", "_do_compile") if hasattr(jit.JITFunction, n)]
     try:
         from triton.backends.nvidia import compiler as nv
 
@@ -269,13 +269,17 @@ def run_api(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["corpus", "gpu-check", "api"])
+    ap.add_argument("mode", choices=["corpus", "gpu-check", "api", "capture"])
+    ap.add_argument("--captures", default=None, help="gpu-check: JSON from `capture` to use where capture fails")
+    ap.add_argument("--only", default=None, help="gpu-check: regex on entry ids")
+    ap.add_argument("--out-json", default=".rescore-cache/static_captures.json")
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--parallel", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    {"corpus": run_corpus, "gpu-check": run_gpu_check, "api": run_api}[args.mode](args)
+    modes = {"corpus": run_corpus, "gpu-check": run_gpu_check, "api": run_api, "capture": run_capture}
+    modes[args.mode](args)
 
 
 if __name__ == "__main__":

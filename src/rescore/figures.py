@@ -140,3 +140,11 @@ def sweep_figure(sweep: pd.DataFrame, outputs: list[str]) -> None:
     ax.legend(fontsize=7)
     ax.set_title("Calibrated policy: multiplier sweep", fontsize=9)
     save(fig, outputs)
+
+
+def empty_figure(message: str, outputs: list[str]) -> None:
+    """A figure that says why there is nothing to draw (a rule's output must still exist)."""
+    fig, ax = plt.subplots(figsize=(5, 1.5))
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=8)
+    ax.set_axis_off()
+    save(fig, outputs)

@@ -242,3 +242,26 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
     text = statement(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"),
                      read_parquet(illusion_path), config)
     write_text(text, out)
+
+
+def static(manifests: list[str], illusion_path: str, out: dict[str, str], threads: int, cache_dir: str) -> None:
+    """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, figures."""
+    from rescore.static.study import as_entry, class_summary, paired_deltas, static_figures, static_table
+
+    subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
+    entries = [as_entry(s) for s in subs if s.language == "triton"]
+    metrics = static_table(entries, cache_dir=cache_dir, parallel=max(1, threads))
+    pairs = paired_deltas(metrics, entries)
+    write_parquet(metrics, out["metrics"])
+    write_parquet(pairs, out["table"])
+    write_parquet(class_summary(pairs), out["summary"])
+    ill = read_parquet(illusion_path)
+    recall = pd.DataFrame({"submission_id": ill["name"],
+                           "recall": ill["failed_cases"] / ill["total_cases"].where(ill["total_cases"] > 0)})
+    written = static_figures(pairs, recall.dropna(), Path(out["heatmap"]).parent)
+    for key in ("heatmap", "vs_recall"):
+        if not Path(out[key]).exists():  # nothing to draw (no comparable pair): say so in the figure's place
+            from rescore.figures import empty_figure
+
+            empty_figure(f"no comparable (control, variant) pairs to draw ({len(pairs)} pairs)", [out[key]])
+    log.info("static: %d kernels, %d pairs, figures %s", len(metrics), len(pairs), written)

@@ -23,4 +23,5 @@ ALL_OUTPUTS = [
     "results/tables/strategies.parquet",
     "results/tables/tolerances.parquet",
     "results/uncertainty.md",
+    "results/tables/static.parquet",
 ]

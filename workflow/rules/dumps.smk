@@ -1,12 +1,13 @@
-# Benchmark dumps: CUDA prebuild before the check stage, and the tables that re-score each dump.
-# Included right after common.smk (check.smk reads CUDA_BUILDS).
+# Benchmark dumps: the CUDA prebuild before the check stage, and the tables that re-score each dump.
+# Included right after common.smk: check.smk's check_shard reads CUDA_BUILDS (per dump, so adding a
+# dump never re-runs the other dumps' checks).
 
-CUDA_BUILDS = "results/cuda_builds.parquet"
+CUDA_BUILDS = "results/cuda_builds/{dump}.parquet"
 
 
 rule cuda_prebuild:
     input:
-        expand("results/ingest/{dump}/manifest.json", dump=DUMPS),
+        "results/ingest/{dump}/manifest.json",
     output:
         CUDA_BUILDS,
     params:
@@ -14,29 +15,59 @@ rule cuda_prebuild:
         timeout_s=1800,
     threads: workflow.cores
     log:
-        "results/logs/cuda_prebuild.log",
+        "results/logs/cuda_prebuild/{dump}.log",
     conda:
         CPU_ENV
     script:
         "../scripts/cuda_prebuild.py"
 
 
+rule cuda_builds_table:
+    input:
+        expand(CUDA_BUILDS, dump=DUMPS),
+    output:
+        "results/cuda_builds.parquet",
+    params:
+        table=None,
+    log:
+        "results/logs/aggregate/cuda_builds.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/concat_tables.py"
+
+
 rule degenerate_problems:
     input:
-        expand("results/ingest/{dump}/manifest.json", dump=DUMPS),
+        "results/ingest/{dump}/manifest.json",
     output:
-        "results/tables/degenerate.parquet",
+        "results/degenerate/{dump}.parquet",
     params:
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration", "budget",
                                     "timeout_s") if k in config},
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
     log:
-        "results/logs/aggregate/degenerate.log",
+        "results/logs/degenerate/{dump}.log",
     conda:
         CPU_ENV
     script:
         "../scripts/degenerate_problems.py"
+
+
+rule degenerate_table:
+    input:
+        expand("results/degenerate/{dump}.parquet", dump=DUMPS),
+    output:
+        "results/tables/degenerate.parquet",
+    params:
+        table=None,
+    log:
+        "results/logs/aggregate/degenerate.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/concat_tables.py"
 
 
 rule rescored_table:

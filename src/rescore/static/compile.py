@@ -73,9 +73,7 @@ def find_kernel(module: Any, launch: dict) -> Any:
             module,
         )
     if "<locals>" in launch["qualname"]:
-        raise LookupError(
-            f"kernel {launch['qualname']} is defined inside a function; only module-level kernels"
-        )
+        raise LookupError(f"kernel {launch['qualname']} is defined inside a function; only module-level kernels")
     obj = owner
     for part in launch["qualname"].split("."):
         obj = getattr(obj, part)
@@ -251,13 +249,9 @@ def run_compile(job: dict) -> dict:
     row.update(ptxas_version=ptxas_version(ptxas_binary(arch)))
     limit = SHARED_LIMIT.get(arch)
     if limit is not None and row["shared"] > limit:
-        return done(
-            "compile_error", f"out of resources: shared memory, required {row['shared']}, limit {limit}"
-        )
+        return done("compile_error", f"out of resources: shared memory, required {row['shared']}, limit {limit}")
     if row["registers"] and row["registers"] * md.num_warps * 32 > REGISTER_FILE:
-        return done(
-            "compile_error", f"out of resources: {row['registers']} registers x {md.num_warps * 32} threads"
-        )
+        return done("compile_error", f"out of resources: {row['registers']} registers x {md.num_warps * 32} threads")
     return done("ok")
 
 

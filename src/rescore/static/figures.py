@@ -63,9 +63,7 @@ def delta_heatmap(pairs: pd.DataFrame, path: Path, arch: str) -> Path | None:
     counts = df["bug_class"].fillna("?").value_counts()
     ax.set_yticks(range(len(classes)), [f"{c} (n={counts[c]})" for c in classes], fontsize=8)
     ax.set_xticks(range(len(columns)), columns, rotation=60, ha="right", fontsize=8)
-    ax.set_title(
-        f"Static change, variant vs control ({arch}); text: mean delta / pairs with same PTX", fontsize=9
-    )
+    ax.set_title(f"Static change, variant vs control ({arch}); text: mean delta / pairs with same PTX", fontsize=9)
     fig.colorbar(im, ax=ax, label="share of pairs where the metric changed (last column: PTX identical)")
     fig.tight_layout()
     fig.savefig(path, dpi=150)

@@ -176,9 +176,7 @@ class _Recorder:
         sig = inspect.signature(fn)
         names = list(sig.parameters)
         call_kwargs = {k: v for k, v in kwargs.items() if k in names}
-        options = _scalar_options(
-            {k: v for k, v in kwargs.items() if k not in names and k not in ("grid", "warmup")}
-        )
+        options = _scalar_options({k: v for k, v in kwargs.items() if k not in names and k not in ("grid", "warmup")})
         bound = sig.bind(*args, **call_kwargs)
         bound.apply_defaults()
         opts = getattr(interp_fn, "kwargs", {}) or {}
@@ -272,8 +270,7 @@ def run_capture(job: dict) -> dict:
         model = submission.ModelNew(*problem.get_init_inputs())
         stage = "inputs"
         inputs = [
-            x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-            for x in problem.get_inputs()
+            x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in problem.get_inputs()
         ]
         stage = "run"
         with torch.no_grad():
@@ -329,10 +326,7 @@ def capture_many(
         else:
             keys[i] = k
             todo.append(i)
-    jobs = [
-        {"problem": str(Path(pairs[i][0]).resolve()), "submission": str(Path(pairs[i][1]).resolve())}
-        for i in todo
-    ]
+    jobs = [{"problem": str(Path(pairs[i][0]).resolve()), "submission": str(Path(pairs[i][1]).resolve())} for i in todo]
     for i, res in zip(todo, run_jobs("capture", jobs, parallel=parallel, timeout=timeout), strict=True):
         if res.get("outcome") in ("ok", "no_launch", "capture_error"):
             store.put_json("capture", keys[i], res)
@@ -351,6 +345,4 @@ def capture_launches(
     cache_dir: str | Path | None = None,
 ) -> dict:
     """Capture the launches of one submission (see capture_many)."""
-    return capture_many([(problem_path, submission_path)], parallel=1, timeout=timeout, cache_dir=cache_dir)[
-        0
-    ]
+    return capture_many([(problem_path, submission_path)], parallel=1, timeout=timeout, cache_dir=cache_dir)[0]

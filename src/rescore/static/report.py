@@ -46,9 +46,7 @@ def describe_kernel(
     ]
     if cap["outcome"] != "ok":
         return "\n".join(lines)
-    rows = compile_launches(
-        submission_path, cap["launches"], archs=archs, timeout=timeout, cache_dir=cache_dir
-    )
+    rows = compile_launches(submission_path, cap["launches"], archs=archs, timeout=timeout, cache_dir=cache_dir)
     for launch in cap["launches"]:
         lines += [
             "",

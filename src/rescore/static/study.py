@@ -21,6 +21,24 @@ ENTRY_COLUMNS = ("id", "op", "label", "language", "control", "bug_class")
 _MAX_METRICS = {"registers", "shared", "local"}
 
 
+def as_entry(item: dict | object) -> dict:
+    """An entry dict from a dict or from a corpus Submission (name, language, label, control,
+    bug_class, path, problem.path, problem.op), so corpus loaders plug in without an adapter."""
+    if isinstance(item, dict):
+        return item
+    problem = getattr(item, "problem", None)
+    return {
+        "id": getattr(item, "name", None) or getattr(item, "submission_id", None),
+        "op": getattr(problem, "op", None),
+        "label": getattr(item, "label", None),
+        "language": getattr(item, "language", None),
+        "control": getattr(item, "control", None),
+        "bug_class": getattr(item, "bug_class", None),
+        "path": str(getattr(item, "path", "")),
+        "problem_path": str(getattr(problem, "path", "")),
+    }
+
+
 def static_table(
     entries: Iterable[dict],
     *,
@@ -32,12 +50,13 @@ def static_table(
     """One row per (Triton entry, distinct kernel launch, arch) with its static metrics.
 
     entries are dicts with id, op, label, language, control, bug_class, path (the submission)
-    and problem_path. Non-Triton entries are left out. An entry whose capture failed gets one
-    row per arch with that outcome (capture_error, no_launch, timeout, crash) and no metrics.
+    and problem_path, or corpus Submission objects (see as_entry). Non-Triton entries are left
+    out. An entry whose capture failed gets one row per arch with that outcome (capture_error,
+    no_launch, timeout, crash) and no metrics.
     Columns: submission_id, op, label, language, control, bug_class, arch, kernel, kernel_index,
     outcome, error, METRIC_COLUMNS, spill_stores, spill_loads, ptx_hash, ... (see compile_many).
     """
-    tri = [e for e in entries if e.get("language") == "triton"]
+    tri = [e for e in map(as_entry, entries) if e.get("language") == "triton"]
     caps = capture_many(
         [(e["problem_path"], e["path"]) for e in tri], parallel=parallel, timeout=timeout, cache_dir=cache_dir
     )
@@ -56,9 +75,7 @@ def static_table(
         }
         if not krows:
             for arch in archs:
-                rows.append(
-                    {**base, "arch": f"sm_{arch}", "outcome": cap.get("outcome"), "error": cap.get("error")}
-                )
+                rows.append({**base, "arch": f"sm_{arch}", "outcome": cap.get("outcome"), "error": cap.get("error")})
         for r in krows:
             rows.append({**base, **r})
     df = pd.DataFrame(rows)
@@ -97,7 +114,7 @@ def paired_deltas(metrics_df: pd.DataFrame, entries: Iterable[dict]) -> pd.DataF
     ptx_identical (every kernel's normalised PTX hash equal). Deltas and flags are NA when the
     pair is not comparable.
     """
-    entries = list(entries)
+    entries = [as_entry(e) for e in entries]
     view = _submission_view(metrics_df)
     archs = sorted(metrics_df["arch"].dropna().unique()) if len(metrics_df) else []
     rows = []

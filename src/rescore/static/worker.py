@@ -149,9 +149,7 @@ def run_jobs(
     with tempfile.TemporaryDirectory(prefix="rescore-static-") as tmp:
         procs = []
         for w, chunk in enumerate(chunks):
-            jobs_path, res_path, err_path = (
-                Path(tmp) / f"{name}-{w}" for name in ("jobs.json", "res.jsonl", "err")
-            )
+            jobs_path, res_path, err_path = (Path(tmp) / f"{name}-{w}" for name in ("jobs.json", "res.jsonl", "err"))
             jobs_path.write_text(json.dumps(chunk, default=str))
             res_path.touch()
             with err_path.open("w") as err:

@@ -1,0 +1,22 @@
+# Stage 3c: offline PTX (sm_90, sm_80) of every Triton submission, no GPU needed.
+
+
+rule static_study:
+    input:
+        manifests=expand("results/ingest/{dump}/manifest.json", dump=DUMPS),
+        illusion="results/tables/illusion.parquet",
+    output:
+        metrics=report("results/tables/static_kernels.parquet", category="Static", caption="../report/static.rst"),
+        table=report("results/tables/static.parquet", category="Static", caption="../report/static.rst"),
+        summary=report("results/tables/static_summary.parquet", category="Static", caption="../report/static.rst"),
+        heatmap=report("results/figures/static_delta_heatmap.png", category="Static", caption="../report/static.rst"),
+        vs_recall=report("results/figures/static_delta_vs_recall.png", category="Static", caption="../report/static.rst"),
+    params:
+        cache=".rescore-cache/static",
+    threads: 8
+    log:
+        "results/logs/static.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/static_study.py"

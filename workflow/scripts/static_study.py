@@ -1,0 +1,6 @@
+"""Shim: the static PTX study."""
+from rescore.pipeline import setup_logging, static
+
+setup_logging(snakemake.log[0])
+static(list(snakemake.input.manifests), snakemake.input.illusion, dict(snakemake.output), snakemake.threads,
+       snakemake.params.cache)
