@@ -57,6 +57,7 @@ class Case:
     config: tuple[str, ...] = ()  # extra --config KEY=VALUE for both runs
     compare: tuple[str, ...] = ("results",)  # directories of the working dir to compare
     copy: tuple[Path, ...] = ()  # files or directories copied into each working dir first
+    files: tuple[tuple[str, str], ...] = ()  # (relative path, text) written into each working dir
     slurm_args: tuple[str, ...] = ()  # extra arguments for the SLURM run only
     local_cores: int = 2
     expect_slurm_jobs: int | None = None  # how many SLURM jobs the run must submit
@@ -146,6 +147,9 @@ def _workdir(case: Case, base: Path, kind: str) -> Path:
             shutil.copytree(src, dst)
         else:
             shutil.copy2(src, dst)
+    for rel, text in case.files:
+        (wd / rel).parent.mkdir(parents=True, exist_ok=True)
+        (wd / rel).write_text(text)
     return wd
 
 
@@ -219,10 +223,11 @@ def _same(a: Path, b: Path, ignore_columns: frozenset[str]) -> bool:
 
 def _sacct(job_ids: list[str]) -> tuple[str, dict[str, str]]:
     """sacct's table for the run's jobs, and {job id: state}; waits for accounting to catch up."""
-    fmt = "JobID,Comment%36,Partition,Account,AllocCPUS,ReqMem,MaxRSS,Elapsed,State,ExitCode"
+    fmt = "JobID,Comment%34,Partition,Account,AllocCPUS,ReqMem,MaxRSS,Elapsed,State,ExitCode"
     table, states = "", {}
     for _ in range(30):
-        r = _run(["sacct", "-X", "-j", ",".join(job_ids), f"--format={fmt}"])
+        # Every job with its steps (batch, and the srun step that ran Snakemake's job).
+        r = _run(["sacct", "-j", ",".join(job_ids), f"--format={fmt}"])
         table = r.stdout
         p = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(job_ids), "--format=JobIDRaw,State"])
         states = dict(line.split("|", 1) for line in p.stdout.splitlines() if "|" in line)

@@ -49,6 +49,13 @@ def test_all_outputs_exist(run_dir):
         "failures/failures.parquet",
         "figures/verdicts.png",
         "figures/verdicts.pdf",
+        "failures/shrunk.parquet",
+        "tables/strategies.parquet",
+        "tables/tolerances.parquet",
+        "tables/calibrated_tolerances.parquet",
+        "tables/static.parquet",
+        "figures/static_delta_heatmap.png",
+        "uncertainty.md",
     ]:
         assert (run_dir / "results" / out).stat().st_size > 0, out
     illusion = pd.read_parquet(run_dir / "results/tables/illusion.parquet")

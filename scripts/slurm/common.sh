@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared settings and helpers for scripts/slurm/{start,stop,status}.sh. Sourced, not run.
 #
 # Everything the local cluster writes lives under $RESCORE_SLURM_STATE (logs, spool, pid files,
@@ -69,9 +70,10 @@ stop_pidfile() {
     rm -f "$pidfile"
 }
 
-# wait_for SECONDS DESCRIPTION COMMAND...: poll COMMAND every 0.5 s until it succeeds.
+# wait_for SECONDS WHAT COMMAND...: poll COMMAND every 0.5 s until it succeeds (WHAT: a label
+# for the reader).
 wait_for() {
-    local secs=$1 what=$2 i
+    local secs=$1 i
     shift 2
     for ((i = 0; i < secs * 2; i++)); do
         if "$@" >/dev/null 2>&1; then return 0; fi

@@ -11,14 +11,14 @@
 # Settings (environment): see scripts/slurm/common.sh (RESCORE_SLURM_STATE, _PARTITION,
 # _ACCOUNT, _ACCOUNTING=slurmdbd|none, _DB_PORT, _WAIT_S, _FORCE=1, _CPUS, _MEM_MB).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$here/common.sh"
 
 [[ $(id -u) == 0 ]] || die "run as root (it installs packages and starts system daemons)"
 t0=$SECONDS
 
 # --- 1. packages ------------------------------------------------------------------------------
-need=(slurmctld slurmd munge)
+need=(slurmctld slurmd slurm-client munge)
 cmds=(slurmctld slurmd munged sinfo sbatch sacct)
 if [[ $ACCOUNTING == slurmdbd ]]; then
     need+=(slurmdbd mariadb-server)
@@ -34,19 +34,17 @@ if ((missing)); then
     log "installing ${need[*]} (apt-get)"
     # Keep dpkg from starting the packages' own services (no systemd here; and the system
     # MariaDB is not the one we run).
-    made_policy=0
     if [[ ! -e /usr/sbin/policy-rc.d ]]; then
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
         chmod 755 /usr/sbin/policy-rc.d
-        made_policy=1
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
     fi
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >"${TMPDIR:-/tmp}/rescore-slurm-apt.log" 2>&1 ||
-        { cat "${TMPDIR:-/tmp}/rescore-slurm-apt.log" >&2; die "apt-get update failed"; }
-    apt-get install -y -qq --no-install-recommends "${need[@]}" \
-        >>"${TMPDIR:-/tmp}/rescore-slurm-apt.log" 2>&1 ||
-        { tail -30 "${TMPDIR:-/tmp}/rescore-slurm-apt.log" >&2; die "apt-get install failed"; }
-    ((made_policy)) && rm -f /usr/sbin/policy-rc.d
+    aptlog=${TMPDIR:-/tmp}/rescore-slurm-apt.log
+    apt-get -o DPkg::Lock::Timeout=300 update -qq >"$aptlog" 2>&1 ||
+        { cat "$aptlog" >&2; die "apt-get update failed"; }
+    apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${need[@]}" \
+        >>"$aptlog" 2>&1 || { tail -30 "$aptlog" >&2; die "apt-get install failed"; }
     log "installed in $((SECONDS - t0)) s"
 fi
 export PATH=$PATH:/usr/sbin:/sbin

@@ -7,7 +7,7 @@
 #   bash scripts/slurm/stop.sh --purge   # stop, then delete the state directory and the
 #                                        # /etc/slurm config files start.sh wrote
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$here/common.sh"
 
 purge=0

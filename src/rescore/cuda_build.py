@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -52,9 +53,10 @@ def activate(source: str, root: str | os.PathLike | None = None) -> Path:
     """Point torch's JIT builds at this source's folder before importing a CUDA submission.
 
     Also forgets the extension names earlier submissions in this process loaded: torch would
-    otherwise rename a reused name to `<name>_v1` and build it again, outside the prebuilt folder."""
+    otherwise rename a reused name to `<name>_v1` and build it again, outside the prebuilt folder.
+    Touches no file (a sandboxed worker allows writes there only afterwards); torch creates the
+    folder when it builds."""
     folder = extensions_dir(source, root)
-    folder.mkdir(parents=True, exist_ok=True)
     os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
     try:
         from torch.utils import cpp_extension
@@ -65,6 +67,19 @@ def activate(source: str, root: str | os.PathLike | None = None) -> Path:
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
     return folder
+
+
+def recorded_failure(source: str, root: str | os.PathLike | None = None) -> str | None:
+    """The compiler error the prebuild recorded for this source (None: built, or never tried).
+
+    Lets a check worker record `compile_error` without compiling a known-bad source a second time."""
+    try:
+        record = json.loads((extensions_dir(source, root) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("ok") or record.get("transient") or record.get("key") != build_key():
+        return None
+    return f"load_inline build failed (prebuild): {record.get('error') or ''}"
 
 
 def build_key() -> dict:
@@ -93,11 +108,11 @@ def _cached(folder: Path, key: dict) -> dict | None:
 
 
 def _error_text(stderr: str) -> str:
-    """The compiler's errors first (they are what a reader needs), then the tail of the log."""
+    """The exception's own line and the compiler's error lines (what a reader needs), else the tail."""
     lines = stderr.splitlines()
-    errors = [ln for ln in lines if "error" in ln.lower()][:40]
-    tail = lines[-30:]
-    text = "\n".join(errors + ["..."] + tail if errors else tail)
+    raised = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", ln)][-1:]
+    compiler = [ln for ln in lines if "error:" in ln or "error :" in ln][:40]
+    text = "\n".join(raised + [ln for ln in compiler if ln not in raised]) or "\n".join(lines[-30:])
     return text[-ERROR_CHARS:]
 
 

@@ -7,11 +7,15 @@ Nothing here talks to the results: the worker sends plain dicts back to the pare
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import json
+import linecache
 import os
 import platform
+import re
 import sys
+import threading
 import time
 import traceback
 import types
@@ -19,15 +23,20 @@ from dataclasses import dataclass
 
 import torch
 
+from rescore import confine
+from rescore.findings import merge
 from rescore.inputs.layout import apply_layout
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import fill
+from rescore.integrity import Harness, digest, problem_snapshot
+from rescore.malformed import source_defect
 from rescore.oracle.compare import compare, max_finite_error
 from rescore.oracle.fixed import kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.problem import load_module, module_int_names
 from rescore.schema import OpSchema, bound_sizes, infer_schema, input_shapes, largest_numel, schema_from_spec
+from rescore.usage import Launches, OpRecorder, holds_reference, kernel_findings, output_findings, reference_findings
 
 REFUSALS = (ValueError, TypeError, NotImplementedError)
 SIZE_RETRIES = 6
@@ -139,7 +148,10 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 class Executor:
-    """One problem + one candidate, loaded once, run for many cases (a fresh process costs seconds)."""
+    """One problem + one candidate, loaded once, run for many cases (a fresh process costs seconds).
+
+    Every call into candidate code goes through `_call`, which afterwards restores what the candidate
+    changed in the harness or the problem and records it as a finding (see `integrity.py`)."""
 
     def __init__(self, device: str, budget: int):
         self.device = device
@@ -150,15 +162,105 @@ class Executor:
         self.load_error: Verdict | None = None
         self.schema: OpSchema | None = None
         self.job: dict = {}
+        self.harness: Harness | None = None
+        self.audit: confine.Audit | None = None
+        self.threads: set[threading.Thread] = set()
+        self.load_findings: set[str] = set()
+        self.load_details: list[str] = []
+        self.findings: set[str] = set()
+        self.details: list[str] = []
+        self.restart = False
+
+    # -- the harness's defences ------------------------------------------------------------------
+    def arm(self, audit: confine.Audit | None = None) -> None:
+        """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
+        Called once in a worker, after the harness's own imports and before any candidate loads."""
+        Launches.install()
+        self.harness = Harness()
+        self.threads = set(threading.enumerate())
+        self.audit = audit
+        if audit is not None:
+            audit.armed = True
+
+    def _call(self, fn, *args, record: OpRecorder | None = None):
+        """Run candidate code, then undo and record what it did to the harness and the problem."""
+        snap = problem_snapshot(self.problem) if self.problem is not None else None
+        try:
+            if record is not None:
+                with record:
+                    return fn(*args)
+            return fn(*args)
+        finally:
+            self._police(snap)
+
+    def _police(self, snap) -> None:
+        if self.harness is not None:
+            changed = self.harness.restore()
+            if changed:
+                self._found("patched_harness", "patched " + ", ".join(changed[:4]))
+        if snap is not None:
+            changed = snap.restore()
+            if changed:
+                self._found("rebinds_problem", "re-bound " + ", ".join(changed[:4]))
+        if self.audit is not None:
+            seen, details = self.audit.drain()
+            self.findings |= seen
+            self.details += details
+            if confine.sweep_children():
+                self._found("subprocess", "child processes were left running (killed)")
+            alive = [t for t in threading.enumerate() if t not in self.threads and t.is_alive()]
+            if alive:
+                self.restart = True
+                self._found("background_thread", f"{len(alive)} thread(s) left running (worker restarted)")
+        if self.candidate is not None and self.problem is not None:
+            self.findings |= holds_reference(self.candidate, self.problem)
+
+    def _found(self, finding: str, detail: str) -> None:
+        self.findings.add(finding)
+        if len(self.details) < 8:
+            self.details.append(detail[:200])
+
+    def _begin(self) -> None:
+        self.findings, self.details = set(), []
+
+    def _with_findings(self, row: dict) -> dict:
+        """The row with the findings of its submission's load and of this call."""
+        found = merge(self.load_findings, self.findings)
+        if found:
+            row["findings"] = found
+            details = self.load_details + self.details
+            if details:
+                note = "; ".join(dict.fromkeys(details))[:400]
+                row["reason"] = f"{row['reason']} [{note}]" if row.get("reason") else f"[{note}]"
+        return row
 
     # -- loading ---------------------------------------------------------------------------------
+    def _forget_previous(self) -> None:
+        """Drop the previous job's modules, so a worker that serves thousands stays small."""
+        self.problem = self.candidate = None
+        for name in [n for n in sys.modules if n.startswith(("rescore_candidate_", "rescore_problem_"))]:
+            del sys.modules[name]
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            InterpretedFunction.rewritten_fn.clear()
+        except (ImportError, AttributeError):  # pragma: no cover
+            pass
+        linecache.clearcache()
+        gc.collect()
+
     def load(self, job: dict) -> dict:
         """Load the job's problem and candidate; returns the schema it will fuzz (as plain data)."""
+        self._forget_previous()
         self.job = job
-        self.problem = self.candidate = None
         self.load_error = None
+        self.load_findings, self.load_details = set(), []
+        self._begin()
         problem = job["problem"]
         try:
+            defect = source_defect(problem["source"], problem["path"], "problem")
+            if defect:
+                raise ValueError(defect)
             self.problem = load_module(problem["source"], problem["path"], "problem")
             sizes = module_int_names(problem["source"])
             inferred = infer_schema(self.problem, sizes)
@@ -172,6 +274,7 @@ class Executor:
             else:
                 self.schema = inferred
         except BaseException as exc:  # noqa: BLE001 - a broken problem is recorded, not raised
+            self.problem = None
             self.load_error = Verdict(
                 "skipped", f"problem {problem['path']} could not be loaded: {type(exc).__name__}: {exc}"[:500]
             )
@@ -180,16 +283,49 @@ class Executor:
         if sub["language"] == "cuda" and self.device != "cuda":
             self.load_error = Verdict("skipped", "CUDA C submission (load_inline) needs a GPU; run on a CUDA device")
             return self._schema_dict()
+        if sub["language"] == "cuda":
+            failed = self._use_prebuild(sub["source"])
+            if failed:
+                self.load_error = Verdict("compile_error", failed[:500])
+                return self._schema_dict()
         try:
-            self.candidate = load_module(sub["source"], sub["path"], "candidate")
-            if not hasattr(self.candidate, "ModelNew"):
+            defect = source_defect(sub["source"], sub["path"])
+            if defect:
+                raise ImportError(defect)
+            self.candidate = self._call(load_module, sub["source"], sub["path"], "candidate")
+            new = getattr(self.candidate, "ModelNew", None)
+            if new is None:
                 raise AttributeError(f"{sub['path']} defines no ModelNew")
+            if not callable(new):
+                raise TypeError(f"{sub['path']}: ModelNew is a {type(new).__name__}, not a class")
+            self.findings |= reference_findings(self.candidate, self.problem)
         except BaseException as exc:  # noqa: BLE001
+            self.candidate = None
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                self.findings.add("exits")
                 self.load_error = Verdict("crash", f"{type(exc).__name__} raised while importing the submission")
+            elif isinstance(exc, PermissionError) and "rescore sandbox" in str(exc):
+                self.load_error = Verdict("crash", f"{type(exc).__name__}: {exc}"[:500])
             else:
                 self.load_error = Verdict("compile_error", f"{type(exc).__name__}: {exc}"[:500])
+        self.load_findings, self.load_details = set(self.findings), list(self.details)
+        self._begin()
         return self._schema_dict()
+
+    def _use_prebuild(self, source: str) -> str | None:
+        """Point torch's JIT build at the prebuilt folder of this source (`cuda_build.py`); returns the
+        recorded compiler error when the prebuild already failed on it."""
+        try:
+            from rescore.cuda_build import activate, recorded_failure
+        except ImportError:  # pragma: no cover
+            return None
+        failed = recorded_failure(source)
+        if failed:
+            return failed
+        folder = activate(source)
+        if self.audit is not None:
+            self.audit.allow(str(folder))
+        return None
 
     def _schema_dict(self) -> dict:
         s = self.schema
@@ -207,6 +343,10 @@ class Executor:
 
     # -- the fixed-shape check -------------------------------------------------------------------
     def run_fixed(self, profile: str, dtype: str = "float32") -> dict:
+        self._begin()
+        return self._with_findings(self._run_fixed(profile, dtype))
+
+    def _run_fixed(self, profile: str, dtype: str) -> dict:
         row = {
             "oracle": "fixed",
             "strategy": "fixed",
@@ -227,12 +367,26 @@ class Executor:
         sizes = self.schema.defaults()
         row["sizes"] = json.dumps(sizes)
         row["shapes"] = json.dumps([list(s) if s else None for s in input_shapes(self.problem, sizes)])
+        ref_ops, cand_ops = OpRecorder(), OpRecorder()
+        launches = Launches.count
+        last: list = []
+        problem = types.SimpleNamespace(
+            get_init_inputs=self.problem.get_init_inputs,
+            get_inputs=self.problem.get_inputs,
+            Model=lambda *init, _model=self.problem.Model: _Watched(_model(*init), None, ref_ops, last),
+        )
+        candidate = types.SimpleNamespace(
+            ModelNew=lambda *init, _new=self.candidate.ModelNew: _Watched(self._call(_new, *init), self, cand_ops, last)
+        )
         start = time.perf_counter()
         try:
-            result = kernelbench_check(self.problem, self.candidate, self.device, dtype, profile)
+            result = kernelbench_check(problem, candidate, self.device, dtype, profile)
         except BaseException as exc:  # noqa: BLE001
             v = self._verdict_of(exc)
             return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start))
+        self.findings |= kernel_findings(
+            self.job["submission"]["language"], ref_ops.ops, cand_ops.ops, Launches.count - launches
+        )
         trials = result["trials"]
         diffs = [t.get("max_difference", float("nan")) for t in trials]
         failed = [t for t in trials if not t["passed"]]
@@ -265,10 +419,27 @@ class Executor:
         return None
 
     def _verdict_of(self, exc: BaseException) -> Verdict:
+        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            self.findings.add("exits")
         v = classify_exception(exc, self.candidate_file)
+        if v.outcome == "oom" and self._hog(exc):
+            self.findings.add("memory_hog")
+            return Verdict("crash", f"{v.reason}: more memory than this worker may use")
         if v.outcome == "crash" and _is_cuda_failure(exc):
             raise NeedsRestart(v.reason) from exc
         return v
+
+    def _hog(self, exc: BaseException) -> bool:
+        """An allocation larger than the worker may ever have is the kernel's fault, not the machine's
+        (which would be retried and then `skipped`)."""
+        asked = _requested_bytes(str(exc))
+        if self.device == "cuda":
+            limit = torch.cuda.get_device_properties(0).total_memory
+            return asked is not None and asked > limit
+        limit = confine.memory_cap()
+        if asked is not None:
+            return asked > limit
+        return confine.memory_available() > limit // 2  # nothing else is short of memory: it asked too much
 
     def draw(self, strategy: str, seed: int, dtype: str, override: dict | None = None) -> CaseSpec:
         """The CaseSpec of a case: from its strategy and seed, or from an explicit trigger."""
@@ -311,6 +482,10 @@ class Executor:
 
     def run_case(self, strategy: str, seed: int, dtype: str, override: dict | None = None, repeat: int = 1) -> dict:
         """Run one fuzz case; returns a row of the `cases` table (without the submission's columns)."""
+        self._begin()
+        return self._with_findings(self._run_case(strategy, seed, dtype, override, repeat))
+
+    def _run_case(self, strategy: str, seed: int, dtype: str, override: dict | None, repeat: int) -> dict:
         row = {
             "oracle": "fuzz",
             "strategy": strategy,
@@ -339,7 +514,67 @@ class Executor:
                 attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
         return dict(row, outcome="skipped", reason="the float64 reference rejected every sampled size")
 
+    def _lowp(self, inputs64: list, tdtype: torch.dtype) -> list:
+        """A case's inputs on the device at the test dtype (floating tensors rounded, others as they are)."""
+        return [
+            x.to(self.device).to(tdtype)
+            if isinstance(x, torch.Tensor) and x.is_floating_point()
+            else (x.to(self.device) if isinstance(x, torch.Tensor) else x)
+            for x in inputs64
+        ]
+
+    def _reference(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int, lowp: bool = True):
+        """(truths, low-precision reference outputs) of a case, recording the reference's ops.
+        Raises _ReferenceRejects when the reference refuses these sizes."""
+        assert self.problem is not None
+        device = self.device
+        self.ref_ops = OpRecorder()
+        ref_lowp = None
+        try:
+            torch.manual_seed(wseed)
+            ref_model = self.problem.Model(*init)
+            with torch.no_grad():
+                with self.ref_ops:
+                    truth = copy.deepcopy(ref_model).to(device).to(torch.float64)(
+                        *[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64]
+                    )
+                if lowp:
+                    ref_lowp = _reference_at(ref_model, self._lowp(inputs64, tdtype), device, tdtype)
+        except Exception as exc:  # the reference itself rejects these sizes: draw again
+            raise _ReferenceRejects(f"{type(exc).__name__}: {exc}"[:300]) from exc
+        truths = _flatten(truth)
+        if truths is None:
+            raise _ReferenceRejects("the reference returned no tensor")
+        lowps = _flatten(ref_lowp) if ref_lowp is not None else None
+        return truths, lowps
+
+    def _scrub(self) -> None:
+        """On a GPU, hand the caching allocator's free blocks back to the driver between the
+        reference and the candidate (fresh memory is NaN-filled on every device anyway)."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+
+    def _candidate_inputs(self, values: list, layout: str) -> list:
+        """Private copies of a case's inputs for the candidate, laid out as the case says."""
+        return [
+            apply_layout(x.clone(), layout)
+            if isinstance(x, torch.Tensor) and x.is_floating_point()
+            else (x.clone() if isinstance(x, torch.Tensor) else x)
+            for x in values
+        ]
+
+    def _decoy_values(self, spec: CaseSpec, tdtype: torch.dtype, name: str) -> list:
+        """Inputs of the same sizes with other values (a second draw of the case's strategy)."""
+        decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, name), spec.dtype, spec.sizes, spec.values, spec.layout)
+        return self._lowp(self.make_inputs(decoy)[0], tdtype)
+
     def _run_spec(self, spec: CaseSpec, row: dict, repeat: int) -> dict:
+        """The candidate runs before the reference's answer exists anywhere in the process: the
+        reference first only checks that it accepts these sizes (its output is dropped), then the
+        candidate runs on other values written into the very tensors of the case (a cache keyed by
+        pointer, id or shape then answers for the wrong values), then on the case's values; then the
+        reference computes the truth, and the candidate runs once more on fresh copies (determinism)."""
         assert self.problem is not None and self.candidate is not None and self.schema is not None
         device, tdtype = self.device, torch_dtype(spec.dtype)
         inputs64, init = self.make_inputs(spec)
@@ -347,63 +582,39 @@ class Executor:
         row["inputs_hash"] = inputs_hash(inputs64)
         row["reduction_len"] = self.schema.reduction_length(spec.sizes)
         wseed = sub_seed(spec.seed, "weights")
-        # The reference, in float64 and at the test dtype, on contiguous inputs.
-        try:
-            torch.manual_seed(wseed)
-            ref_model = self.problem.Model(*init)
-            with torch.no_grad():
-                truth = ref_model_out = (
-                    copy.deepcopy(ref_model)
-                    .to(device)
-                    .to(torch.float64)(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64])
-                )
-                lowp_inputs = [
-                    x.to(device).to(tdtype)
-                    if isinstance(x, torch.Tensor) and x.is_floating_point()
-                    else (x.to(device) if isinstance(x, torch.Tensor) else x)
-                    for x in inputs64
-                ]
-                ref_lowp = _reference_at(ref_model, lowp_inputs, device, tdtype)
-        except Exception as exc:  # the reference itself rejects these sizes: draw again
-            raise _ReferenceRejects(f"{type(exc).__name__}: {exc}"[:300]) from exc
-        truths = _flatten(ref_model_out)
-        if truths is None:
-            raise _ReferenceRejects("the reference returned no tensor")
-        lowps = _flatten(ref_lowp) if ref_lowp is not None else None
-        del truth
-        # The candidate, at the test dtype, on the case's layout.
-        cand_inputs = [
-            apply_layout(x, spec.layout) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-            for x in lowp_inputs
-        ]
+        self._reference(inputs64, init, tdtype, wseed, lowp=False)  # raises when it rejects these sizes
+        ref_ops = set(self.ref_ops.ops)
+        self._scrub()
+        lowp_inputs = self._lowp(inputs64, tdtype)
+        cand_inputs = self._candidate_inputs(lowp_inputs, spec.layout)
         row["strides"] = json.dumps([list(x.stride()) if isinstance(x, torch.Tensor) else None for x in cand_inputs])
-        before = _snapshot(cand_inputs)
+        decoy = self._decoy_values(spec, tdtype, "in-place decoy")
+        guarded = digest(inputs64 + lowp_inputs)
+        record = OpRecorder()
         start = time.perf_counter()
         try:
             torch.manual_seed(wseed)
-            model = self.candidate.ModelNew(*init)
+            model = self._call(self.candidate.ModelNew, *init)
             if isinstance(model, torch.nn.Module):
-                model = model.to(device).to(tdtype)
+                model = self._call(lambda: model.to(device).to(tdtype))
             with torch.no_grad():
                 for r in range(repeat - 1):  # earlier calls on other values of the same shape
-                    decoy = CaseSpec(
-                        spec.strategy,
-                        sub_seed(spec.seed, f"decoy{r}"),
-                        spec.dtype,
-                        spec.sizes,
-                        spec.values,
-                        spec.layout,
-                    )
-                    decoy_inputs, _ = self.make_inputs(decoy)
-                    model(
-                        *[
-                            apply_layout(x.to(device).to(tdtype), spec.layout)
-                            if isinstance(x, torch.Tensor) and x.is_floating_point()
-                            else (x.to(device) if isinstance(x, torch.Tensor) else x)
-                            for x in decoy_inputs
-                        ]
-                    )
-                out = model(*cand_inputs)
+                    earlier = self._decoy_values(spec, tdtype, f"decoy{r}")
+                    self._call(model, *self._candidate_inputs(earlier, spec.layout))
+                decoy_start = time.perf_counter()
+                _refill(cand_inputs, decoy)
+                try:
+                    self._call(model, *cand_inputs)
+                except Exception:  # noqa: BLE001 - judged on the case's own values below
+                    pass
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                start += time.perf_counter() - decoy_start
+                _refill(cand_inputs, lowp_inputs)
+                before = _snapshot(cand_inputs)
+                guarded_before = digest(before)
+                launches = Launches.count
+                out = self._call(model, *cand_inputs, record=record)
             if device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001
@@ -412,25 +623,36 @@ class Executor:
             v = self._verdict_of(exc)
             return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start))
         row["wall_ms"] = 1e3 * (time.perf_counter() - start)
+        launches = Launches.count - launches
+        if digest(inputs64 + lowp_inputs) != guarded or digest(before) != guarded_before:
+            self._found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
+            inputs64, init = self.make_inputs(spec)
+            lowp_inputs = self._lowp(inputs64, tdtype)
+            before = _snapshot(lowp_inputs)
+        truths, lowps = self._reference(inputs64, init, tdtype, wseed)
+        self.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
+        self.findings |= kernel_findings(self.job["submission"]["language"], ref_ops, record.ops, launches)
         verdict = self._judge(out, truths, lowps, cand_inputs, before, tdtype, spec, row["reduction_len"])
         if verdict["outcome"] == "pass":
             again = self._rerun(model, lowp_inputs, spec.layout)
             if again is not None:
+                self.findings |= output_findings(_flatten(again) or [], truths + (lowps or []), "reads_reference")
                 verdict = self._compare_runs(out, again, verdict)
         return dict(row, **verdict)
 
     def _rerun(self, model, lowp_inputs: list, layout: str):
         """The candidate once more on fresh copies of the same inputs (fresh outputs are NaN-filled)."""
-        inputs = [apply_layout(x.clone(), layout) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                  else x for x in lowp_inputs]
+        inputs = self._candidate_inputs(lowp_inputs, layout)
         try:
             with torch.no_grad():
-                again = model(*inputs)
+                again = self._call(model, *inputs)
             if self.device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001
             if _is_cuda_failure(exc):
                 raise NeedsRestart(str(exc)) from exc
+            if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+                self.findings.add("exits")
             return None
         return again
 
@@ -540,19 +762,78 @@ def poison_fresh_memory() -> None:
     warnings.filterwarnings("ignore", message=".*deterministic.*")
 
 
-def main_loop(conn, device: str, budget: int) -> None:  # pragma: no cover - exercised through sandbox
-    """The worker: receive jobs and cases over `conn`, answer each with a row."""
+def _refill(tensors: list, values: list) -> None:
+    """Write `values` into `tensors` in place (same objects, same addresses), where shapes agree."""
+    with torch.no_grad():
+        for t, v in zip(tensors, values):
+            if isinstance(t, torch.Tensor) and isinstance(v, torch.Tensor) and t.shape == v.shape:
+                t.copy_(v)
+
+
+_SIZE = re.compile(r"(?:tried to allocate|unable to allocate)\s+([\d.]+)\s*(bytes|[KMGTP]i?B)", re.IGNORECASE)
+_UNITS = {"bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50}
+
+
+def _requested_bytes(text: str) -> int | None:
+    """The size of a failed allocation, from torch's (CPU or CUDA) or numpy's message."""
+    m = _SIZE.search(text)
+    if not m:
+        return None
+    return int(float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1))
+
+
+class _Watched:
+    """A model as the fixed-shape check sees it: each call into candidate code goes through the
+    executor's checks, and the ops it runs are recorded. The check's own logic is untouched.
+
+    The reference's wrapper (no executor) keeps its last outputs in `last`, so that a candidate
+    that returns the reference's own output tensor (found in memory) is noticed."""
+
+    def __init__(self, model, executor: Executor | None, record: OpRecorder, last: list | None = None):
+        self._model, self._executor, self._record = model, executor, record
+        self._last = last if last is not None else []
+
+    def to(self, *args, **kwargs) -> _Watched:
+        if self._executor is None:
+            self._model = self._model.to(*args, **kwargs)
+        else:
+            self._model = self._executor._call(lambda: self._model.to(*args, **kwargs))
+        return self
+
+    def __call__(self, *args, **kwargs):
+        if self._executor is None:
+            with self._record:
+                out = self._model(*args, **kwargs)
+            self._last[:] = _flatten(out) or []
+            return out
+        out = self._executor._call(lambda: self._model(*args, **kwargs), record=self._record)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        self._executor.findings |= output_findings(outs, list(args))
+        self._executor.findings |= output_findings(outs, self._last, "reads_reference")
+        return out
+
+
+def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None) -> None:  # pragma: no cover
+    """The worker: receive jobs and cases over `conn`, answer each with a row.
+
+    Requests arrive as (token, message); each answer carries its request's token, so a message that
+    the candidate writes into the result channel itself is recognised by the parent as forged."""
     os.environ["RESCORE_WORKER"] = "1"
     poison_fresh_memory()
     executor = Executor(device, budget)
+    executor.arm(audit)
     while True:
         try:
-            msg = conn.recv()
+            packet = conn.recv()
         except EOFError:
             return
+        token, msg = packet if len(packet) == 2 and isinstance(packet[0], bytes) else (None, packet)
         kind = msg[0]
         if kind == "stop":
             return
+        confine.refresh_cpu_limit()
+        status = "ok"
         try:
             if kind == "load":
                 result = executor.load(msg[1])
@@ -562,10 +843,24 @@ def main_loop(conn, device: str, budget: int) -> None:  # pragma: no cover - exe
                 result = executor.run_case(**msg[1])
             else:
                 result = {"outcome": "crash", "reason": f"unknown message {kind!r}"}
-            conn.send(("ok", result))
         except NeedsRestart as exc:
-            conn.send(("restart", {"outcome": "crash", "reason": str(exc)}))
-            return
+            status, result = "restart", {"outcome": "crash", "reason": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
-            conn.send(("ok", {"outcome": "crash", "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}))
+            result = {"outcome": "crash", "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
+        executor._police(None)  # whatever ran last, the answer is sent by an intact harness
+        if executor.restart:
+            status = "restart"
+        result["_rss"] = _rss()
+        conn.send((token, status, result) if token is not None else (status, result))
         sys.stdout.flush()
+        if status == "restart":
+            return
+
+
+def _rss() -> int:
+    """Resident memory of this process now, in bytes."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0

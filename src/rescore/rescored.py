@@ -30,6 +30,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import tempfile
 
 import torch
 import torch.nn as nn
@@ -40,7 +41,9 @@ _KIND = {kind!r}
 
 def _reference():
     digest = hashlib.sha256(_PROBLEM_SOURCE.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"_null_reference_{{digest}}.py")
+    folder = os.path.join(tempfile.gettempdir(), "rescore-generated")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"_null_reference_{{digest}}.py")
     if not os.path.exists(path):
         tmp = f"{{path}}.{{os.getpid()}}.tmp"
         with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
@@ -112,7 +115,8 @@ def _verdict(row: dict) -> str:
 
 
 def degenerate_table(problems: list[tuple[str, Problem]], cfg, log_dir: str | None = None) -> pd.DataFrame:
-    """Per problem: each null candidate's fixed-check verdict; degenerate when any of them passes.
+    """Per problem: each null candidate's fixed-check verdict; degenerate when any of them passes
+    (unknown, <NA>, when none passed and some could not run: their outcomes are in `reason`).
 
     `problems` is [(dump, Problem)]; `cfg` a rescore.runner.RunConfig (device, fixed profile, dtype).
     Null candidates run in a sandboxed worker, under exactly the check the submissions faced."""
@@ -136,7 +140,8 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg, log_dir: str | No
                     reasons.append(f"{kind}: {fixed.get('outcome')}: {fixed.get('reason') or ''}"[:300])
             passing = [k for k in NULLS if row[k] == "pass"]
             row["passing_nulls"] = ",".join(passing)
-            row["degenerate"] = bool(passing)
+            # Unknown (null) when no null passed but some could not be run at all.
+            row["degenerate"] = True if passing else (None if reasons else False)
             row["reason"] = "; ".join(reasons) or None
             rows.append(row)
             log.info("problem %s: degenerate=%s (%s)", problem.problem_id, row["degenerate"], row["passing_nulls"])
@@ -144,7 +149,9 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg, log_dir: str | No
         worker.stop()
     columns = ["dump", "problem_id", "op", "problem_path", "profile", "dtype", "device", *NULLS,
                *[f"{k}_max_diff" for k in NULLS], "passing_nulls", "degenerate", "reason"]
-    return pd.DataFrame(rows, columns=columns)
+    df = pd.DataFrame(rows, columns=columns)
+    df["degenerate"] = df["degenerate"].astype("boolean")
+    return df
 
 
 def problems_of(manifests: list[str]) -> list[tuple[str, Problem]]:
@@ -188,7 +195,7 @@ def rescored_table(illusion: pd.DataFrame, submissions: pd.DataFrame,
                               for c, f, b in zip(df["claimed_verdict"], df["fixed_verdict"], df["basis"])]
     degenerate_ids = set()
     if degenerate is not None and not degenerate.empty:
-        degenerate_ids = set(degenerate.loc[degenerate["degenerate"].astype(bool), "problem_id"])
+        degenerate_ids = set(degenerate.loc[degenerate["degenerate"].fillna(False).astype(bool), "problem_id"])
     rows = [_summary(dump, g, diag_col, degenerate_ids, degenerate is not None)
             for dump, g in df.groupby("dump", sort=True)]
     if df["dump"].nunique() > 1:

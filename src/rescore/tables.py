@@ -80,6 +80,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("device", _S),
             ("versions", _S),  # JSON
             ("replay", _S),
+            ("findings", _S),  # comma-separated: what the submission did besides answering (findings.py)
         ]
     ),
 }

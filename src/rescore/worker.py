@@ -1,6 +1,8 @@
 """Entry point of a worker process: `python -m rescore.worker --fd-in R --fd-out W --device D`.
 
-The results channel is a pipe of the harness's own (never the candidate's stdout).
+The results channel is a pipe of the harness's own (never the candidate's stdout). Before any
+candidate code can run, the worker confines itself (`confine.py`): rlimits, a watch on its parent,
+and an audit hook that is armed once the harness's own imports are done.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
+    sys.dont_write_bytecode = True
+    from rescore import confine
+
+    parent = os.getppid()
+    limits = confine.apply_limits(args.device)
+    confine.become_subreaper()
+    confine.watch_parent(parent)
+    writable = [p for p in os.environ.get("RESCORE_WRITABLE", "").split(os.pathsep) if p] or [os.getcwd()]
+    audit = confine.Audit(writable)
+    audit.install()
+    print(f"rescore worker {os.getpid()}: cwd {os.getcwd()}, limits {limits}", file=sys.stderr, flush=True)
     # Import only now: TRITON_INTERPRET must be set before triton is imported.
     from rescore.execute import main_loop
 
@@ -37,6 +50,7 @@ def main() -> None:
         Duplex(Connection(args.fd_in, writable=False), Connection(args.fd_out, readable=False)),
         args.device,
         args.budget,
+        audit,
     )
     sys.stdout.flush()
     os._exit(0)

@@ -1,4 +1,4 @@
-"""Row argmax in Triton: one program per row, looping over blocks, first index on ties, NaN wins."""
+"""Row argmax in Triton: one program per row, looping over blocks, first index on ties."""
 import torch
 import torch.nn as nn
 import triton

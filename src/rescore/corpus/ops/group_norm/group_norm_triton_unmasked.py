@@ -17,16 +17,15 @@ def group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, group_size, channels_per_gro
     acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     for start in range(0, group_size, BLOCK_SIZE):
         idx = start + offs
-        acc += tl.load(x_group + idx).to(tl.float32)
+        acc += tl.load(x_group + idx, mask=idx < group_size, other=0.0).to(tl.float32)
     mean = tl.sum(acc, axis=0) / group_size
 
     acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     acc_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     for start in range(0, group_size, BLOCK_SIZE):
         idx = start + offs
-        mask = idx < group_size
-        x = tl.load(x_group + idx, mask=mask, other=0.0).to(tl.float32)
-        diff = tl.where(mask, x - mean, 0.0)
+        x = tl.load(x_group + idx).to(tl.float32)
+        diff = x - mean
         acc += diff
         acc_sq += diff * diff
     # the deviations' own mean corrects the rounding of the first-pass mean

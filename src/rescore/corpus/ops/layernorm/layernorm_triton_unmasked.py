@@ -18,7 +18,7 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, eps, BLOCK_SIZE: tl.c
     acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
         cols = start + offs
-        x = tl.load(x_row + cols).to(tl.float32)
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
         acc += x
     mean = tl.sum(acc, axis=0) / n_cols
 
@@ -26,9 +26,8 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, eps, BLOCK_SIZE: tl.c
     acc_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
         cols = start + offs
-        mask = cols < n_cols
-        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        diff = tl.where(mask, x - mean, 0.0)
+        x = tl.load(x_row + cols).to(tl.float32)
+        diff = x - mean
         acc += diff
         acc_sq += diff * diff
     # the deviations' own mean corrects the rounding of the first-pass mean

@@ -1,6 +1,6 @@
 """1-D max pooling in Triton: each program computes a block of outputs of one (sample, channel) row.
 
-Padding counts as -inf and a NaN in a window makes that output NaN, as in torch.
+Padding counts as -inf, as in torch.
 """
 import torch
 import torch.nn as nn

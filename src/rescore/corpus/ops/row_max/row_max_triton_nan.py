@@ -1,4 +1,4 @@
-"""Row max in Triton: one program per row, looping over blocks; a NaN anywhere in the row gives NaN."""
+"""Row max in Triton: one program per row, looping over blocks."""
 import torch
 import torch.nn as nn
 import triton

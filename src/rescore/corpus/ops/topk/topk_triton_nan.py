@@ -1,7 +1,4 @@
-"""Row top-k values in Triton: one program per row, k rounds of (max, knock out its first occurrence).
-
-NaN ranks above everything, as in torch.topk.
-"""
+"""Row top-k values in Triton: one program per row, k rounds of (max, knock out its first occurrence)."""
 import torch
 import torch.nn as nn
 import triton

@@ -1,0 +1,29 @@
+"""Elementwise exp in Triton, computed in float32 and stored in the input dtype."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def exp_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    y = tl.exp(x)
+    tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n_elements = x.numel()
+        BLOCK = 1024
+        grid = (n_elements // BLOCK,)
+        exp_kernel[grid](x, out, n_elements, BLOCK=BLOCK)
+        return out

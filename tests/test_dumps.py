@@ -1,0 +1,397 @@
+"""Benchmark dumps: the three adapters on their fixtures and on malformed variants, the generated
+gpuemu and pairs wrappers run end to end, the rescored and degenerate tables, and the CUDA prebuild."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from rescore.dumps import ADAPTERS, read_dump
+from rescore.dumps.common import ingest_error
+from rescore.runner import RunConfig, run_submission
+
+FIX = REPO / "tests" / "fixtures" / "dumps"
+KB = {"format": "kernelbench", "path": str(FIX / "kernelbench")}
+EMU = {"format": "gpuemu", "path": str(FIX / "gpuemu")}
+PAIRS = {"format": "pairs", "path": str(FIX / "pairs" / "archive.jsonl"),
+         "columns": {"problem_code": "PyTorch_Code_Module", "submission_code": "CUDA_Code", "claimed": "Correct",
+                     "id": ["Level_ID", "Task_ID", "Kernel_Name"], "op": "Op_Name", "keep": ["Max_Diff"]}}
+
+
+def by_name(subs) -> dict:
+    return {s.name: s for s in subs}
+
+
+def errors(subs) -> dict:
+    return {s.name: ingest_error(s) for s in subs if ingest_error(s)}
+
+
+def copy_fixture(tmp_path: Path, name: str) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(FIX / name, dst)
+    return dst
+
+
+def test_registry_knows_every_format_the_config_schema_allows():
+    import yaml
+
+    schema = yaml.safe_load((REPO / "config" / "config.schema.yaml").read_text())
+    formats = schema["properties"]["dumps"]["additionalProperties"]["properties"]["format"]["enum"]
+    assert set(formats) <= set(ADAPTERS)
+
+
+# -- kernelbench ---------------------------------------------------------------------------------
+
+
+def test_kernelbench_pairs_each_kernel_with_its_problem_and_claim():
+    subs = by_name(read_dump("kb", KB))
+    assert set(subs) == {"demo/level1/19/sample0", "demo/level1/19/sample1", "demo/level1/19/sample2",
+                         "demo/level1/23/sample0"}
+    s = subs["demo/level1/19/sample1"]
+    assert s.problem.problem_id == "kb/level1/19" and s.problem.op == "ReLU" and s.dump == "kb"
+    assert s.language == "triton" and s.claimed_verdict == "correct" and s.dtypes == ("float32",)
+    assert subs["demo/level1/19/sample2"].language == "cuda"
+    assert subs["demo/level1/23/sample0"].problem.problem_id == "kb/level1/23"
+    assert not errors(subs.values())
+    assert s.row()["ingest_error"] is None
+
+
+def test_kernelbench_problems_from_a_parquet_table(tmp_path):
+    rows = [{"code": p.read_text(), "level": 1, "name": p.name, "problem_id": int(p.name.split("_")[0])}
+            for p in sorted((FIX / "kernelbench" / "KernelBench" / "level1").glob("*.py"))]
+    pd.DataFrame(rows).to_parquet(tmp_path / "problems.parquet")
+    subs = by_name(read_dump("kb", dict(KB, problems=str(tmp_path / "problems.parquet"))))
+    assert len(subs) == 4 and not errors(subs.values())
+    assert subs["demo/level1/23/sample0"].problem.op == "Softmax"
+    assert Path(subs["demo/level1/23/sample0"].problem.path).read_text() == rows[1]["code"]
+
+
+def test_kernelbench_runs_and_levels_filter():
+    assert read_dump("kb", dict(KB, levels=[2])) == []
+    assert len(read_dump("kb", dict(KB, levels=[1], runs=["demo"]))) == 4
+    missing = read_dump("kb", dict(KB, runs=["nope"]))
+    assert len(missing) == 1 and "does not exist" in ingest_error(missing[0])
+
+
+def test_kernelbench_malformed_problems_become_error_rows(tmp_path):
+    root = copy_fixture(tmp_path, "kernelbench")
+    level1 = root / "KernelBench" / "level1"
+    (level1 / "23_Softmax.py").write_text("def get_inputs(:\n")
+    (level1 / "19_ReLU_copy.py").write_text((level1 / "19_ReLU.py").read_text())
+    (root / "runs" / "demo" / "level_1_problem_7_sample_0_kernel.py").write_text("class ModelNew: pass\n")
+    subs = read_dump("kb", {"format": "kernelbench", "path": str(root)})
+    errs = errors(subs)
+    assert len(subs) == 5 and len(errs) == 5
+    assert "23_Softmax.py" in errs["demo/level1/23/sample0"] and "syntax error" in errs["demo/level1/23/sample0"]
+    assert "duplicate problem id 19" in errs["demo/level1/19/sample0"]
+    assert "no problem 7 in level 1" in errs["demo/level1/7/sample0"]
+    row = next(s for s in subs if s.name == "demo/level1/23/sample0").row()
+    assert row["ingest_error"] == errs["demo/level1/23/sample0"] and len({s.submission_id for s in subs}) == 5
+
+
+def test_kernelbench_unreadable_eval_results_leave_claims_empty(tmp_path, caplog):
+    root = copy_fixture(tmp_path, "kernelbench")
+    (root / "runs" / "demo" / "eval_results.json").write_text('{"19": [{"sample_id": 0,')
+    subs = read_dump("kb", {"format": "kernelbench", "path": str(root)})
+    assert len(subs) == 4 and not errors(subs)
+    assert all(s.claimed_verdict is None for s in subs)
+    assert "eval_results.json" in subs[0].extra["claim_error"] and "eval_results.json" in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["truncated", "columns"])
+def test_kernelbench_unusable_problem_table_names_the_file(tmp_path, damage):
+    table = tmp_path / "problems.parquet"
+    pd.DataFrame([{"code": "x = 1", "level": 1, "title": "19_ReLU.py", "problem_id": 19}]).to_parquet(table)
+    if damage == "truncated":
+        table.write_bytes(table.read_bytes()[:40])
+    subs = read_dump("kb", dict(KB, problems=str(table)))
+    assert len(subs) == 4
+    expected = "not a readable Parquet table" if damage == "truncated" else "lacks columns ['name']"
+    assert all(str(table) in ingest_error(s) and expected in ingest_error(s) for s in subs)
+
+
+def test_kernelbench_pair_runs_under_the_fixed_check(worker):
+    """Only the fixed check: the tail bug hides at the benchmark's shape (16 x 1024)."""
+    subs = by_name(read_dump("kb", KB))
+    cfg = RunConfig(strategies={}, dtypes=("float32",))
+    for name in ("demo/level1/19/sample0", "demo/level1/19/sample1"):
+        rows = run_submission(subs[name], cfg, worker, cases=[])
+        assert rows[0]["oracle"] == "fixed" and rows[0]["outcome"] == "pass", rows[0]
+
+
+# -- gpuemu --------------------------------------------------------------------------------------
+
+
+def test_gpuemu_entries_become_kernelbench_problems_with_their_op_schema():
+    subs = by_name(read_dump("emu", EMU))
+    assert set(subs) == {"bias_add", "bias_add_tail"}
+    good, bad = subs["bias_add"], subs["bias_add_tail"]
+    assert good.label == "correct" and bad.label == "buggy" and bad.bug_class == "tail_skipped"
+    assert good.claimed_verdict == bad.claimed_verdict == "correct"
+    assert good.language == "numpy" and good.dtypes == ("float32", "float16")
+    assert good.problem.problem_id == bad.problem.problem_id == "gpuemu/bias_add"  # same op, same reference
+    assert good.problem.schema["dims"] == {"rows": [2, 8], "cols": [48, 200]}
+    assert good.problem.schema["candidates"]["cols"] == [64, 48, 200]
+    assert good.problem.size_names() == ["rows", "cols"]
+    assert good.problem.tolerance == {"float32": {"atol": 1e-5}, "float16": {"atol": 1e-3}}
+    assert Path(good.path).read_text() == good.source  # materialised: `rescore replay` can read it
+
+
+def test_gpuemu_label_comes_only_from_an_explicit_key(tmp_path):
+    root = copy_fixture(tmp_path, "gpuemu")
+    meta_file = root / "data" / "bias_add_tail" / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    del meta["label"]
+    meta_file.write_text(json.dumps(meta))
+    subs = by_name(read_dump("emu", {"format": "gpuemu", "path": str(root)}))
+    assert subs["bias_add_tail"].label == "unknown"  # "tail" in the name and the notes are not a label
+
+
+def _break_meta(meta: dict, how: str) -> dict:
+    if how == "undeclared_dim":
+        meta["op_schema"]["inputs"][1]["dims"] = ["k"]
+    elif how == "input_names":
+        meta["input_names"] = ["x", "b"]
+    elif how == "no_candidates":
+        meta["op_schema"]["dims"][0]["candidates"] = []
+    elif how == "reference":
+        meta["reference"] = "nowhere/ref_fp64.py"
+    return meta
+
+
+@pytest.mark.parametrize("how, expected", [
+    ("missing_meta", "meta.json: missing"),
+    ("bad_json", "unreadable JSON"),
+    ("missing_kernel", "kernel file 'kernel.py' not found"),
+    ("undeclared_dim", "undeclared dim 'k'"),
+    ("input_names", "do not match op_schema inputs"),
+    ("no_candidates", "positive int candidates"),
+    ("reference", "reference file 'nowhere/ref_fp64.py' not found"),
+])
+def test_gpuemu_malformed_entry_is_an_error_row_naming_the_file(tmp_path, how, expected):
+    root = copy_fixture(tmp_path, "gpuemu")
+    entry = root / "data" / "bias_add_tail"
+    if how == "missing_meta":
+        (entry / "meta.json").unlink()
+    elif how == "bad_json":
+        (entry / "meta.json").write_text("{not json")
+    elif how == "missing_kernel":
+        (entry / "kernel.py").unlink()
+    else:
+        (entry / "meta.json").write_text(json.dumps(_break_meta(json.loads((entry / "meta.json").read_text()), how)))
+    subs = read_dump("emu", {"format": "gpuemu", "path": str(root)})
+    errs = errors(subs)
+    assert len(subs) == 2 and list(errs) == ["bias_add_tail"]
+    assert "bias_add_tail" in errs["bias_add_tail"] and expected in errs["bias_add_tail"]
+
+
+def test_gpuemu_duplicate_entry_names(tmp_path):
+    root = copy_fixture(tmp_path, "gpuemu")
+    shutil.copytree(root / "data" / "bias_add", root / "data" / "bias_add_again")
+    (root / "data" / "bias_add_again" / "meta.json").write_text((root / "data" / "bias_add" / "meta.json").read_text())
+    subs = read_dump("emu", {"format": "gpuemu", "path": str(root)})
+    assert len(subs) == 3 and "duplicate entry name 'bias_add'" in list(errors(subs).values())[0]
+
+
+def test_gpuemu_generated_pair_runs_and_the_buggy_kernel_is_flagged(worker):
+    subs = by_name(read_dump("emu", EMU))
+    cfg = RunConfig(strategies={"default": 4, "boundary": 4}, dtypes=("float32", "float16"))
+    good = run_submission(subs["bias_add"], cfg, worker)
+    assert Counter(r["outcome"] for r in good) == {"pass": 17}
+    bad = run_submission(subs["bias_add_tail"], cfg, worker)
+    assert bad[0]["oracle"] == "fixed" and bad[0]["outcome"] == "pass"  # 64 columns: a multiple of 32
+    fuzz = Counter(r["outcome"] for r in bad if r["oracle"] == "fuzz")
+    assert fuzz["mismatch"] >= 8, fuzz
+
+
+# -- pairs ---------------------------------------------------------------------------------------
+
+
+def test_pairs_rows_become_submissions_wrapping_functions_and_cuda():
+    subs = by_name(read_dump("arch", PAIRS))
+    assert set(subs) == {"1/19/relu_torch", "1/90/scale_fn", "1/19/relu_cuda"}
+    assert [subs[n].extra["wrapped"] for n in subs] == ["as_is", "function", "cuda"]
+    assert subs["1/19/relu_cuda"].language == "cuda" and "load_inline" in subs["1/19/relu_cuda"].source
+    assert subs["1/19/relu_torch"].problem is subs["1/19/relu_cuda"].problem  # same reference code, one problem
+    assert subs["1/90/scale_fn"].problem.problem_id == "arch/Scale"
+    assert all(s.claimed_verdict == "correct" for s in subs.values())
+    assert subs["1/19/relu_cuda"].extra["Max_Diff"] == pytest.approx(1.2e-7)
+
+
+def test_pairs_parquet_table_reads_the_same(tmp_path):
+    rows = [json.loads(line) for line in (FIX / "pairs" / "archive.jsonl").read_text().splitlines()]
+    pd.DataFrame(rows).to_parquet(tmp_path / "archive.parquet")
+    subs = read_dump("arch", dict(PAIRS, path=str(tmp_path / "archive.parquet")))
+    assert [s.submission_id for s in subs] == [s.submission_id for s in read_dump("arch", PAIRS)]
+
+
+def test_pairs_malformed_tables_and_rows(tmp_path):
+    lines = (FIX / "pairs" / "archive.jsonl").read_text().splitlines()
+    table = tmp_path / "t.jsonl"
+    other = json.loads(lines[0])
+    other["CUDA_Code"], other["Kernel_Name"] = "print('no model here')\n", "other"
+    table.write_text("\n".join([lines[0], "{broken", lines[0], json.dumps(other)]) + "\n")
+    errs = errors(read_dump("arch", dict(PAIRS, path=str(table))))
+    assert "line 2" in errs["row1"] and "not valid JSON" in errs["row1"]
+    assert "duplicate id '1/19/relu_torch'" in errs["1/19/relu_torch"]
+    assert "neither ModelNew nor a function named forward or module_fn" in errs["1/19/other"]
+    assert len(errs) == 3
+    no_col = read_dump("arch", dict(PAIRS, columns=dict(PAIRS["columns"], claimed="Verdict")))
+    assert len(no_col) == 1 and "no column(s) ['Verdict']" in ingest_error(no_col[0])
+    bad = tmp_path / "t.parquet"
+    bad.write_bytes(b"PAR1 truncated")
+    trunc = read_dump("arch", dict(PAIRS, path=str(bad)))
+    assert len(trunc) == 1 and str(bad) in ingest_error(trunc[0])
+
+
+def test_pairs_submission_with_neither_modelnew_nor_function(tmp_path):
+    row = json.loads((FIX / "pairs" / "archive.jsonl").read_text().splitlines()[0])
+    row["CUDA_Code"] = "import torch\n\ndef helper(x):\n    return x\n"
+    (tmp_path / "t.jsonl").write_text(json.dumps(row) + "\n")
+    [sub] = read_dump("arch", dict(PAIRS, path=str(tmp_path / "t.jsonl")))
+    assert "defines neither ModelNew nor a function named forward or module_fn" in ingest_error(sub)
+    [named] = read_dump("arch", dict(PAIRS, path=str(tmp_path / "t.jsonl"), function="helper"))
+    assert ingest_error(named) is None and named.extra["wrapped"] == "function"
+
+
+def test_pairs_wrappers_run_and_cuda_is_skipped_on_cpu(worker):
+    subs = by_name(read_dump("arch", PAIRS))
+    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",))
+    for name in ("1/19/relu_torch", "1/90/scale_fn"):  # scale_fn takes the reference's weight as an argument
+        assert Counter(r["outcome"] for r in run_submission(subs[name], cfg, worker)) == {"pass": 3}, name
+    cuda = run_submission(subs["1/19/relu_cuda"], cfg, worker)
+    assert {r["outcome"] for r in cuda} == {"skipped"}
+
+
+def test_error_rows_survive_the_manifest_and_are_never_a_verdict(tmp_path, worker):
+    from rescore.pipeline import ingest
+    from rescore.problem import submission_from_dict
+
+    root = copy_fixture(tmp_path, "gpuemu")
+    (root / "data" / "bias_add_tail" / "kernel.py").unlink()
+    ingest("emu", {"format": "gpuemu", "path": str(root)}, str(tmp_path / "s.parquet"), str(tmp_path / "m.json"))
+    table = pd.read_parquet(tmp_path / "s.parquet")
+    assert table["ingest_error"].notna().sum() == 1
+    broken = [submission_from_dict(d) for d in json.loads((tmp_path / "m.json").read_text())]
+    broken = [s for s in broken if ingest_error(s)]
+    rows = run_submission(broken[0], RunConfig(strategies={"default": 1}, dtypes=("float32",)), worker)
+    assert {r["outcome"] for r in rows} == {"skipped"} and "rescore ingest error" in rows[0]["reason"]
+
+
+# -- rescored and degenerate tables --------------------------------------------------------------
+
+
+def test_rescored_table_counts_claims_reproductions_and_illusions():
+    from rescore.rescored import rescored_table
+
+    subs = pd.DataFrame([
+        {"submission_id": f"s{i}", "dump": d, "problem_id": p, "claimed_verdict": c, "ingest_error": e}
+        for i, (d, p, c, e) in enumerate([
+            ("kb", "p1", "correct", None), ("kb", "p1", "correct", None), ("kb", "p2", "correct", None),
+            ("kb", "p2", "incorrect", None), ("kb", "p3", "correct", None), ("kb", "p3", None, "bad file"),
+            ("emu", "q", None, None), ("emu", "q", None, None),
+        ])])
+    cols = ["submission_id", "fixed_verdict", "fuzz_verdict", "first_failure_outcome", "diagnosis"]
+    ill = pd.DataFrame([
+        ("s0", "pass", "flagged", "mismatch", "tail_region"),
+        ("s1", "pass", "pass", None, None),
+        ("s2", "fail", "flagged", "nonfinite", "nonfinite_leak"),
+        ("s3", "fail", "flagged", "crash", None),
+        ("s4", "skipped", "skipped", None, None),
+        ("s6", "pass", "flagged", "mismatch", "tail_region"),
+        ("s7", "fail", "flagged", "mismatch", None),
+    ], columns=cols)
+    degenerate = pd.DataFrame({"problem_id": ["p1", "p2", "q"], "degenerate": pd.array([True, False, None],
+                                                                                        dtype="boolean")})
+    t = rescored_table(ill, subs, degenerate).set_index("dump")
+    kb = t.loc["kb"]
+    assert (kb.n_submissions, kb.ingest_errors, kb.claimed_known, kb.claimed_correct) == (6, 1, 5, 4)
+    assert (kb.reproduced_correct, kb.claimed_correct_reproduced, kb.fuzz_flagged, kb.fuzz_evaluated) == (2, 2, 3, 4)
+    assert (kb.basis, kb.illusion_n, kb.illusion_k) == ("claimed", 3, 2)  # s4 never ran: not in the denominator
+    assert kb.illusion_lo < 2 / 3 < kb.illusion_hi and kb.on_degenerate == 2
+    assert (kb.first_mismatch, kb.first_nonfinite, kb.first_crash) == (1, 1, 0)
+    assert json.loads(kb.by_diagnosis) == {"nonfinite_leak": 1, "tail_region": 1}
+    emu = t.loc["emu"]  # no claims in this dump: rescore's copy of the check stands in
+    assert (emu.basis, emu.illusion_n, emu.illusion_k, emu.on_degenerate) == ("fixed", 1, 1, 0)
+    assert t.loc["all"].n_submissions == 8 and t.loc["all"].basis == "mixed"
+
+
+def test_degenerate_problems_zeros_pass_a_long_softmax_but_not_relu():
+    from rescore.rescored import degenerate_table
+
+    problems = {s.problem.problem_id: s.problem for s in read_dump("kb", KB)}
+    df = degenerate_table([("kb", problems["kb/level1/23"]), ("kb", problems["kb/level1/19"])], RunConfig())
+    soft, relu = df.iloc[0], df.iloc[1]
+    assert soft.problem_id == "kb/level1/23" and soft.zeros == "pass" and bool(soft.degenerate)
+    assert "zeros" in soft.passing_nulls and soft.input == "fail"
+    assert relu.problem_id == "kb/level1/19" and not bool(relu.degenerate)
+    assert {relu[k] for k in ("zeros", "mean", "input", "noise")} == {"fail"}
+
+
+# -- CUDA prebuild -------------------------------------------------------------------------------
+
+
+def test_cuda_prebuild_without_a_gpu_marks_every_cuda_submission_skipped(tmp_path):
+    from rescore.cuda_build import prebuild
+
+    subs = read_dump("kb", KB) + read_dump("arch", PAIRS)
+    df = prebuild(subs, "cpu", tmp_path)
+    assert sorted(df["name"]) == ["1/19/relu_cuda", "demo/level1/19/sample2"]
+    assert set(df["status"]) == {"skipped"} and df["error"].str.contains("no GPU").all()
+    assert not any(tmp_path.iterdir())
+
+
+def test_extension_folders_are_per_source_so_equal_names_never_collide(tmp_path, monkeypatch):
+    from rescore.cuda_build import activate, extensions_dir
+
+    a = 'load_inline(name="ext", cpp_sources="int f() { return 1; }")'
+    b = 'load_inline(name="ext", cpp_sources="int f() { return 2; }")'
+    assert extensions_dir(a, tmp_path) != extensions_dir(b, tmp_path)
+    assert extensions_dir(a, tmp_path) == extensions_dir(a, tmp_path)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "before"))  # restored after the test
+    from torch.utils import cpp_extension
+
+    cpp_extension.JIT_EXTENSION_VERSIONER.entries["ext"] = ("stale", 0)
+    folder = activate(b, tmp_path)
+    import os
+
+    assert os.environ["TORCH_EXTENSIONS_DIR"] == str(folder) and folder.parent == tmp_path.resolve()
+    assert "ext" not in cpp_extension.JIT_EXTENSION_VERSIONER.entries
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("ninja") is None and shutil.which("c++") is None, reason="needs ninja and c++")
+def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
+    """A C++-only load_inline stands in for CUDA (no GPU here): the build machinery is the same."""
+    from rescore.cuda_build import prebuild, recorded_failure
+    from rescore.problem import Problem, Submission
+
+    good = ('import torch\nfrom torch.utils.cpp_extension import load_inline\n\n'
+            'ext = load_inline(name="same_name", cpp_sources="torch::Tensor f(torch::Tensor x) { return x + 1; }",'
+            ' functions=["f"])\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n'
+            '        return ext.f(x)\n')
+    bad = good.replace("x + 1;", "x + ;")
+    p = Problem("p", "", "p.py")
+    subs = [Submission(n, p, s, f"{n}.py", language="cuda") for n, s in (("a", good), ("b", good), ("c", bad))]
+    cold = prebuild(subs, "cuda", tmp_path, jobs=2).set_index("name")
+    assert list(cold["status"]) == ["built", "built", "failed"] and not cold["cached"].any()
+    assert "error" in cold.loc["c", "error"] and cold.loc["a", "extensions"] == "same_name"
+    assert recorded_failure(bad, tmp_path) and recorded_failure(good, tmp_path) is None
+    warm = prebuild(subs, "cuda", tmp_path, jobs=2).set_index("name")
+    assert warm["cached"].all() and (warm["seconds"] == 0).all() and list(warm["status"]) == list(cold["status"])
+    # the check worker reuses the build: importing after activate() compiles nothing
+    probe = ("import sys, time; from rescore.cuda_build import activate; src = open(sys.argv[1]).read(); "
+             "activate(src, sys.argv[2]); t = time.time(); exec(compile(src, 'k.py', 'exec')); "
+             "print(time.time() - t)")
+    (tmp_path / "k.py").write_text(good)
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "k.py"), str(tmp_path)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and float(out.stdout.split()[-1]) < 30, out.stderr[-2000:]

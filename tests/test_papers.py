@@ -1,0 +1,300 @@
+"""The gpuemu preprints' tables: parsing of printed values, matching paper rows through the mapping,
+every table builder on a tiny synthetic cases table, and the Snakemake targets on a gpuemu-layout
+fixture dump (tests/fixtures/gpuemu_paper)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO
+
+from rescore.papers import match, p1, p2, p3, p4, published, stage
+from rescore.tables import SCHEMAS, write_parquet
+
+PUBLISHED = REPO / "config" / "published"
+TABLES = ["p1_verdicts", "p1_headline", "p2_headline", "p2_tightening", "p3_headline", "p3_shape", "p4_paired"]
+STRATEGIES = ["default", "boundary", "regular", "single_dtype_fp32", "single_dtype_fp16", "nan_injected", "adversarial"]
+VERSIONS = json.dumps({"device": "cpu (TRITON_INTERPRET=1)", "torch": "2.13.0+cpu", "triton": "3.7.1"})
+
+
+# ---------------------------------------------------------------- printed values
+
+
+def test_parse_keeps_the_printed_precision():
+    p = published.parse("1805/2467 (73.2%)")
+    assert (p.k, p.n) == (1805, 2467) and p.tol == pytest.approx(0.0005)
+    assert published.parse("25%").value == pytest.approx(0.25) and published.parse("25%").tol == pytest.approx(0.005)
+    tight = published.parse("2.29e-5 (2184x)")
+    assert tight.value == pytest.approx(2.29e-5) and tight.tol == pytest.approx(5e-8) and tight.factor == 2184
+    assert published.parse("-8").value == -8 and published.parse("+0.0031").tol == pytest.approx(5e-5)
+    assert published.parse("K>1").value is None
+
+
+def test_differs_within_half_a_printed_digit():
+    assert published.differs(0.7325, "1805/2467 (73.2%)") is False
+    assert published.differs(0.74, "1805/2467 (73.2%)") is True
+    assert published.differs(2184.4, "2184") is False and published.differs(2185, "2184") is True
+    assert published.differs(1.0, "9/9") is False
+    assert published.differs(float("nan"), "9/9") is None and published.differs(1.0, "D>=8") is None
+    assert published.any_differs({"a": None, "b": False}) == (False, "")
+    assert published.any_differs({"a": True, "b": None}) == (True, "a")
+    assert published.any_differs({"a": None}) == (None, "")
+
+
+def test_the_copied_published_tables_are_complete():
+    setups = published.setups(PUBLISHED)
+    assert set(TABLES) <= set(setups)
+    for table in TABLES:
+        assert (PUBLISHED / setups[table]["csv"]).exists()
+    names = set(published.mapping(PUBLISHED)["paper_name"])
+    assert set(published.read_csv("p1_verdicts.csv", PUBLISHED)["kernel"]) <= names
+    assert set(published.strategies(PUBLISHED)) == set(published.read_csv("p3_headline.csv", PUBLISHED)["strategy"])
+
+
+# ---------------------------------------------------------------- a tiny synthetic run
+
+
+def _sub(name: str, op: str, label: str, bug_class=None, control=None, trigger=None, language="triton") -> dict:
+    return {"submission_id": f"id-{name}", "name": name, "dump": "toy", "problem_id": f"toy/{op}", "op": op,
+            "language": language, "label": label, "bug_class": bug_class, "control": control,
+            "trigger": json.dumps(trigger) if trigger else None, "provenance": f"test: {name}",
+            "source_path": f"/x/{name}.py", "problem_path": f"/x/{op}.py", "ingest_error": None}
+
+
+def _flagged(name: str, strategy: str) -> bool:
+    if name == "gelu_sigmoid":
+        return True
+    return name == "softmax_tail" and strategy in ("boundary", "adversarial")
+
+
+def make_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Four kernels (two controls, two seeded bugs, one shape-dependent), every study strategy, calibration."""
+    subs = pd.DataFrame([
+        _sub("gelu_ref", "gelu", "correct"),
+        _sub("gelu_sigmoid", "gelu", "buggy", "dropped_constant", "gelu_ref"),
+        _sub("softmax_ref", "softmax", "correct"),
+        _sub("softmax_tail", "softmax", "buggy", "tail_mask_leak", "softmax_ref", {"sizes": {"dim": 1000}}),
+        _sub("softmax_other", "softmax", "buggy", "no_max_subtraction", "softmax_ref"),
+    ])
+    rows = []
+    for s in subs.to_dict("records"):
+        base = {"submission_id": s["submission_id"], "name": s["name"], "problem_id": s["problem_id"],
+                "device": "cpu", "versions": VERSIONS, "values": "normal", "layout": "contiguous"}
+        rows.append({**base, "oracle": "fixed", "strategy": "fixed", "purpose": "evaluation", "case_index": 0,
+                     "seed": 0, "dtype": "float32", "outcome": "pass", "max_abs_err": 1e-7})
+        plan = [(st, "evaluation") for st in STRATEGIES]
+        if s["label"] == "correct":
+            plan.append(("default", "calibration"))
+        for strategy, purpose in plan:
+            for dtype in ("float32", "float16"):
+                for i in range(4):
+                    bad = purpose == "evaluation" and _flagged(s["name"], strategy)
+                    err = (0.5 if bad else (1 + i) * (1e-7 if dtype == "float32" else 1e-4))
+                    ratio = 100.0 if bad else 0.1 * (1 + i)
+                    ratios = {"kernelbench-v0.1": ratio, "gpuemu-default": ratio, "torch-default": ratio,
+                              "kernelbench-head": ratio, "reference-lowp": ratio, "calibrated-base": ratio * 5}
+                    rows.append({**base, "oracle": "fuzz", "strategy": strategy, "purpose": purpose, "case_index": i,
+                                 "seed": 1000 + i, "dtype": dtype, "outcome": "mismatch" if bad else "pass",
+                                 "max_abs_err": err, "ref_max_abs": 1.0, "reduction_len": 64,
+                                 "policy_ratios": json.dumps(ratios), "sizes": json.dumps({"dim": 64 + i})})
+    cases = pd.DataFrame(rows)
+    for col in SCHEMAS["cases"].names:
+        if col not in cases:
+            cases[col] = None
+    for col in SCHEMAS["submissions"].names:
+        if col not in subs:
+            subs[col] = None
+    return cases, subs
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[pd.DataFrame, pd.DataFrame]:
+    return make_tables()
+
+
+def test_paper_kernels_match_by_op_and_bug_class_only(tiny):
+    _, subs = tiny
+    m = match.match_kernels(published.mapping(PUBLISHED), subs).set_index("paper_name")
+    assert m.loc["gelu_triton_buggy", "name"] == "gelu_sigmoid"
+    assert m.loc["softmax_triton_buggy", "name"] == "softmax_tail"
+    assert m.loc["gelu_triton", "name"] == "gelu_ref"  # through the variant's control field
+    assert m.loc["softmax_llm_buggy", "match"] == "no rescore counterpart"
+    assert m.loc["matmul_triton_buggy", "match"] == "not in this dump"
+    assert m.loc["matmul_triton", "match"] == "its variant is unmatched"
+    twice = pd.concat([subs, subs.iloc[[1]].assign(submission_id="dup", name="gelu_again")])
+    again = match.match_kernels(published.mapping(PUBLISHED), twice).set_index("paper_name")
+    assert again.loc["gelu_triton_buggy", "match"] == "ambiguous: gelu_again, gelu_sigmoid"
+    no_field = subs.assign(control=None)  # a dump that records no control: the op's one correct kernel
+    assert match.match_kernels(published.mapping(PUBLISHED), no_field).set_index("paper_name").loc[
+        "softmax_triton", "name"] == "softmax_ref"
+
+
+def test_p1_verdicts_and_headline(tiny):
+    cases, subs = tiny
+    pub = published.read_csv("p1_verdicts.csv", PUBLISHED)
+    v = p1.verdicts_table(cases, subs, published.mapping(PUBLISHED), pub)
+    assert list(v["kernel"][: len(pub)]) == list(pub["kernel"])  # the paper's rows first, in its order
+    row = v.set_index("kernel").loc["gelu_triton_buggy"]
+    assert (row["name"], row["bench"], row["seeded"], bool(row["illusion"])) == ("gelu_sigmoid", "pass", "fail", True)
+    assert row["fail_over_total_published"] == "29/30" and row["differs"] == False  # noqa: E712
+    assert pd.isna(v.set_index("kernel").loc["softmax_llm_buggy", "differs"])
+    new = v[~v["in_paper"]]
+    assert list(new["kernel"]) == ["softmax_other"] and (new["match"] == "new").all()
+    h = p1.headline_table(v, published.read_csv("p1_headline.csv", PUBLISHED))
+    flagged = h[(h["metric"] == "buggy_flagged") & (h["scope"] == "dump")]
+    assert len(flagged) == 2 and (flagged["reproduced"] == "2/3").all() and flagged["differs"].all()
+    assert not h[h["scope"] == "paper kernels"]["in_paper"].any()
+
+
+def test_p2_tables(tiny):
+    cases, subs = tiny
+    df, flagged, cal, dropped = p2.judged_frame(cases, subs, {}, 2.0, ["default", "boundary"])
+    assert dropped == 0 and {"current", "p95x1.5", "calibrated"} <= set(flagged.columns)
+    tight = p2.tightening_table(df, cal, cases, subs, published.mapping(PUBLISHED),
+                                published.read_csv("p2_tightening.csv", PUBLISHED), 2.0)
+    row = tight[(tight["op"] == "gelu") & (tight["dtype"] == "float32") & (tight["method"] == "p95x1.5")].iloc[0]
+    assert row["in_paper"] and row["paper_op"] == "gelu_triton" and row["tightening_published"] == "140"
+    assert row["calibrated_atol"] == pytest.approx(1.5 * pd.Series([1e-7, 2e-7, 3e-7, 4e-7]).quantile(0.95))
+    assert row["current_atol"] == 1e-5 and row["differs"]
+    assert not tight[tight["method"] == "calibrated"]["in_paper"].any()
+    missing = tight[tight["op"] == "attention"].iloc[0]
+    assert missing["in_paper"] and pd.isna(missing["differs"]) and "not calibrated" in missing["note"]
+    head = p2.headline_table(df, flagged, tight, published.read_csv("p2_headline.csv", PUBLISHED))
+    cur = head[(head["metric"] == "buggy_flagged") & (head["policy"] == "current")].iloc[0]
+    assert (cur["k"], cur["n"], cur["published"]) == (24, 48, "1805/2467 (73.2%)") and cur["differs"]
+    assert "largest_tightening" in set(head["metric"])
+    own = p2.current_atols({"toy/gelu": {"float32": {"atol": 1e-4}}}, ["float32", "float16"])
+    assert own == {("toy/gelu", "float32"): 1e-4}
+
+
+def test_p3_tables(tiny):
+    cases, subs = tiny
+    names = published.strategies(PUBLISHED)
+    h = p3.headline_table(cases, subs, 2, names, published.read_csv("p3_headline.csv", PUBLISHED))
+    assert set(h["paper_strategy"].dropna()) == set(names) and h["in_paper"].all()
+    b = h.set_index("strategy").loc["boundary"]
+    assert (b["bug_recall_k"], b["bug_recall_n"]) == (8, 12) and b["bug_recall_published"] == "62/80 (78%)"
+    assert h.set_index("strategy").loc["single_dtype_fp32", "paper_strategy"] == "single_dtype_f32"
+    assert set(h["validator"]) == {"nan-aware (rescore)"}  # no out_nan column: no NaN-unaware rows
+    with_nan = cases.assign(**{p3.NAN_COLUMN: (cases["strategy"] == "nan_injected").astype(int)})
+    h2 = p3.headline_table(with_nan, subs, 2, names, published.read_csv("p3_headline.csv", PUBLISHED))
+    unaware = h2[h2["validator"] == "nan-unaware (published)"].set_index("strategy")
+    assert unaware.loc["nan_injected", "control_fp"] == 1.0 and unaware.loc["default", "control_fp"] == 0.0
+    s = p3.shape_table(cases, subs, 2, published.mapping(PUBLISHED), published.read_csv("p3_shape.csv", PUBLISHED))
+    tail = s[s["kernel"] == "softmax_triton_buggy"].set_index("strategy")
+    assert tail.loc["boundary", "recall"] == 1.0 and tail.loc["boundary", "differs"]
+    assert tail.loc["regular", "recall"] == 0.0 and not tail.loc["regular", "differs"]
+    assert s[s["kernel"] == "softmax_llm_buggy"]["recall"].isna().all()
+    assert set(s[~s["in_paper"]]["kernel"]) == set()  # softmax_tail is the paper's row, not a new one
+
+
+def test_p4_paired(tiny):
+    _, subs = tiny
+    pairs = pd.DataFrame([
+        {"variant_id": "gelu_sigmoid", "control_id": "gelu_ref", "op": "gelu", "bug_class": "dropped_constant",
+         "arch": "sm_90", "comparable": True, "delta_registers": 0, "delta_instructions": -8,
+         "variant_outcome": "ok", "control_outcome": "ok", "metrics_identical": False, "ptx_identical": False},
+        {"variant_id": "softmax_other", "control_id": "softmax_ref", "op": "softmax", "bug_class": "no_max_subtraction",
+         "arch": "sm_90", "comparable": True, "delta_registers": 2, "delta_instructions": 5,
+         "variant_outcome": "ok", "control_outcome": "ok", "metrics_identical": False, "ptx_identical": False},
+        {"variant_id": "elsewhere", "control_id": "x", "op": "relu", "bug_class": "b", "arch": "sm_90",
+         "comparable": False},
+    ])
+    t = p4.paired_table(pairs, subs, published.mapping(PUBLISHED), published.read_csv("p4_paired.csv", PUBLISHED),
+                        "cpu", "sm_90")
+    gelu = t.set_index("pair").loc["gelu_triton->gelu_triton_buggy"]
+    assert (gelu["d_instrs"], gelu["d_instrs_published"], gelu["d_regs_published"]) == (-8, "-8", "-8")
+    assert gelu["differs"] and gelu["differs_in"] == "d_regs" and pd.isna(gelu["d_ms_median"])
+    assert "CPU" in gelu["timing_note"]
+    assert list(t[~t["in_paper"]]["pair"]) == ["softmax_ref->softmax_other"]  # not another dump's pair
+
+
+def test_build_writes_parquet_and_markdown(tiny, tmp_path):
+    cases, subs = tiny
+    write_parquet(cases, tmp_path / "cases.parquet", "cases")
+    write_parquet(subs, tmp_path / "submissions.parquet", "submissions")
+    write_parquet(pd.DataFrame({"variant_id": ["gelu_sigmoid"], "control_id": ["gelu_ref"], "op": ["gelu"],
+                                "bug_class": ["dropped_constant"], "arch": ["sm_90"], "comparable": [True],
+                                "delta_registers": [-8], "delta_instructions": [-8]}), tmp_path / "pairs.parquet")
+    inputs = {"cases": str(tmp_path / "cases.parquet"), "submissions": str(tmp_path / "submissions.parquet"),
+              "verdicts": str(tmp_path / "p1_verdicts.parquet"), "pairs": str(tmp_path / "pairs.parquet")}
+    opts = {"dump": "toy", "format": "corpus", "published": str(PUBLISHED), "iterations": 2, "multiplier": 2.0,
+            "quantile": 1.0, "strategies": ["default", "boundary"], "arch": "sm_90"}
+    for table in TABLES:
+        out = {"table": str(tmp_path / f"{table}.parquet"), "table_md": str(tmp_path / f"{table}.md")}
+        stage.build(table, inputs, out, opts)
+        df = pd.read_parquet(out["table"])
+        assert {"in_paper", "differs"} <= set(df.columns) and df["in_paper"].any(), table
+        md = Path(out["table_md"]).read_text().splitlines()
+        assert md[2].startswith("Reproduced: dump `toy`") and "triton 3.7.1" in md[2], table
+        assert md[3].startswith("Paper: P"), table
+    with pytest.raises(ValueError, match="no submissions"):
+        stage.build("p1_verdicts", inputs, out, {**opts, "dump": "other"})
+
+
+# ---------------------------------------------------------------- the Snakemake targets on a gpuemu dump
+
+FIXTURE = REPO / "tests" / "fixtures" / "gpuemu_paper"
+TINY = {
+    "dumps": {"gpuemu_paper": {"format": "gpuemu", "path": str(FIXTURE)}},
+    "device": "cpu",
+    "master_seed": 0,
+    "shards": 1,
+    "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"},
+    "fuzz": {"dtypes": ["float32"], "strategies": {"default": 2, "boundary": 2}},
+    "study": {"strategies": ["regular", "adversarial"], "seeds": 2},
+    "calibration": {"strategies": {"default": 2}},
+    "budget": {"cpu": 4096, "cuda": 65536},
+    "timeout_s": 60,
+    "tolerance": {"quantile": 1.0, "multiplier": 2.0, "sweep": [1.0, 2.0]},
+}
+
+
+def _snakefile(work: Path) -> Path:
+    """The repository's Snakefile once it includes papers.smk; until then, one that adds it."""
+    main = REPO / "Snakefile"
+    if "papers.smk" in main.read_text():
+        return main
+    wrapper = work / "Snakefile.papers"
+    wrapper.write_text(f'include: "{main}"\ninclude: "{REPO / "workflow" / "rules" / "papers.smk"}"\n')
+    return wrapper
+
+
+def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(_snakefile(work)), "-d", str(work), "--cores", "2", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def dag(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("papers")
+    (work / "config").mkdir()
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(TINY))
+    return work
+
+
+def test_one_table_needs_only_its_inputs(dag):
+    dry = _snakemake(dag, "-n", "results/papers/p3_headline.parquet")
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+    assert "paper_p3_headline" in dry.stdout and "check_shard" in dry.stdout
+    assert "static_study" not in dry.stdout and "paper_p1_verdicts" not in dry.stdout
+
+
+def test_every_paper_target_on_a_gpuemu_dump(dag):
+    targets = [f"results/papers/{t}.{ext}" for t in TABLES for ext in ("parquet", "md")]
+    r = _snakemake(dag, *targets)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    v = pd.read_parquet(dag / "results/papers/p1_verdicts.parquet").set_index("kernel")
+    assert v.loc["leaky_relu_triton_buggy", "name"] == "leaky_relu_slope"
+    assert v.loc["leaky_relu_triton_buggy", "seeded"] == "fail"
+    assert v.loc["softmax_triton", "name"] == "softmax"  # gpuemu records no control: the op's one control
+    tight = pd.read_parquet(dag / "results/papers/p2_tightening.parquet")
+    assert (tight.loc[tight["method"] == "p95x1.5", "current_atol"].dropna() == 1e-4).all()  # the entries' own atol
+    md = (dag / "results/papers/p3_headline.md").read_text()
+    assert "dump `gpuemu_paper` (format gpuemu" in md and "Paper: P3" in md
