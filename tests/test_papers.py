@@ -37,7 +37,7 @@ def test_parse_keeps_the_printed_precision():
 
 
 def test_differs_within_half_a_printed_digit():
-    assert published.differs(0.7325, "1805/2467 (73.2%)") is False
+    assert published.differs(0.732, "1805/2467 (73.2%)") is False
     assert published.differs(0.74, "1805/2467 (73.2%)") is True
     assert published.differs(2184.4, "2184") is False and published.differs(2185, "2184") is True
     assert published.differs(1.0, "9/9") is False

@@ -65,17 +65,31 @@ class Case:
     ignore_columns: frozenset[str] = field(default=VOLATILE_COLUMNS)
 
 
+# The real DAG on a tiny config: one op, float32, a few cases per strategy, two check shards.
+TINY_DAG = {
+    "dumps": {"tiny": {"format": "corpus", "ops": ["relu"]}},
+    "device": "cpu",
+    "master_seed": 0,
+    "shards": 2,
+    "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"},
+    "fuzz": {"dtypes": ["float32"], "strategies": {"default": 2, "boundary": 2}},
+    "study": {"strategies": ["adversarial"], "seeds": 2},
+    "calibration": {"strategies": {"default": 2}},
+    "budget": {"cpu": 4096, "cuda": 65536},
+    "timeout_s": 120,
+    "tolerance": {"quantile": 1.0, "multiplier": 2.0, "sweep": [1.0, 2.0]},
+}
+
 CASES = [
-    # 4 samples x (make_cases -> check) in group "per_sample", 2 samples per SLURM job: 2 group
-    # jobs, then aggregate: 3 SLURM jobs for 9 rule jobs. --cores 1 caps a group job at 1 CPU
-    # (its 2 samples run one after the other), so both group jobs fit on a 2-CPU node at once.
     Case(
-        "toy",
-        TOY / "Snakefile",
-        (TOY / "config.yaml",),
-        slurm_args=("--group-components", "per_sample=2", "--cores", "1"),
-        expect_slurm_jobs=3,
-        timeout_s=300,
+        "rescore-dag",
+        REPO / "Snakefile",
+        targets=("results/tables/illusion.parquet", "results/tables/strategies.parquet",
+                 "results/tables/tolerances.parquet", "results/failures/failures.parquet"),
+        files=(("config/config.yaml", yaml.safe_dump(TINY_DAG)),),
+        compare=("results/tables", "results/failures"),
+        slurm_args=("--cores", "2"),
+        timeout_s=1500,
     ),
 ]
 if os.environ.get("RESCORE_SLURM_SNAKEFILE"):

@@ -85,7 +85,10 @@ def _is_cuda_failure(exc: BaseException) -> bool:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in str(exc)
+    text = str(exc)
+    return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or any(
+        s in text for s in ("out of memory", "can't allocate memory", "Unable to allocate")
+    )
 
 
 def _frames(tb) -> list[str]:
@@ -185,13 +188,34 @@ class Executor:
     def _call(self, fn, *args, record: OpRecorder | None = None):
         """Run candidate code, then undo and record what it did to the harness and the problem."""
         snap = problem_snapshot(self.problem) if self.problem is not None else None
+        model, forward = self._watch_reference()
         try:
             if record is not None:
                 with record:
                     return fn(*args)
             return fn(*args)
         finally:
+            if model is not None and model.__dict__.get("forward") is not forward:
+                if getattr(model.__dict__.get("forward"), "_rescore_watch", False):
+                    model.forward = forward
             self._police(snap)
+
+    def _watch_reference(self):
+        """Wrap the problem's Model.forward for the length of a candidate call, so that a candidate
+        that runs the reference (imported, found in sys.modules, inherited) is noticed."""
+        model = getattr(self.problem, "Model", None)
+        forward = model.__dict__.get("forward") if isinstance(model, type) else None
+        if forward is None:
+            return None, None
+        executor = self
+
+        def watched(*args, **kwargs):
+            executor._found("uses_reference", "the problem's Model.forward ran inside the candidate's call")
+            return forward(*args, **kwargs)
+
+        watched._rescore_watch = True
+        model.forward = watched
+        return model, forward
 
     def _police(self, snap) -> None:
         if self.harness is not None:
@@ -807,7 +831,10 @@ class _Watched:
                 out = self._model(*args, **kwargs)
             self._last[:] = _flatten(out) or []
             return out
+        guarded = digest(self._last)
         out = self._executor._call(lambda: self._model(*args, **kwargs), record=self._record)
+        if digest(self._last) != guarded:
+            self._executor._found("tampers_reference", "the reference's output changed while the candidate ran")
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         self._executor.findings |= output_findings(outs, list(args))
         self._executor.findings |= output_findings(outs, self._last, "reads_reference")

@@ -19,7 +19,8 @@ FINDINGS: dict[str, str] = {
     "uses_reference": "holds the problem module or its Model (found in sys.modules or imported)",
     "patched_harness": "changed a torch / numpy / builtins / rescore function or harness state (restored)",
     "rebinds_problem": "changed the problem module's globals or its Model (restored)",
-    "tampers_reference": "changed the harness's copies of the inputs while it ran (they were re-made)",
+    "tampers_reference": "wrote into the harness's copies of the inputs (re-made before judging) or into the "
+    "reference's output (fixed-shape check, which is faithful to the benchmark and keeps it)",
     "reads_reference": "returned the reference's own output tensor, found in the harness's memory",
     "tensor_subclass": "returned a tensor subclass instead of a plain tensor",
     "aliases_input": "returned a tensor that shares memory with an input",

@@ -74,7 +74,7 @@ def _spaces_of_harness() -> list[tuple[str, Any, bool]]:
             continue
         spaces.append((name, module, True))
         for attr, value in vars(module).items():
-            if isinstance(value, type) and value.__module__ == name:
+            if isinstance(value, type) and value.__module__ == name and not value.__dict__.get("volatile"):
                 spaces.append((f"{name}.{attr}", value, True))
     return spaces
 

@@ -42,6 +42,7 @@ class Launches:
 
     count = 0
     installed = False
+    volatile = True  # its count changes on every launch: not part of the harness's snapshot
 
     @classmethod
     def install(cls) -> None:

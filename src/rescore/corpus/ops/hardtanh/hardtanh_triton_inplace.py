@@ -1,5 +1,4 @@
 """Hardtanh in Triton: a clamp written with selects, so NaN stays NaN as in torch."""
-import torch
 import torch.nn as nn
 import triton
 import triton.language as tl

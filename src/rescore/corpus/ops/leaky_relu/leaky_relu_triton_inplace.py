@@ -1,5 +1,4 @@
 """LeakyReLU in Triton: one program per BLOCK elements, slope taken from the module."""
-import torch
 import torch.nn as nn
 import triton
 import triton.language as tl

@@ -1,5 +1,4 @@
 """ReLU in Triton: one program per BLOCK elements of the flattened input, computed in float32."""
-import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
