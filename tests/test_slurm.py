@@ -78,6 +78,7 @@ TINY_DAG = {
     "budget": {"cpu": 4096, "cuda": 65536},
     "timeout_s": 120,
     "tolerance": {"quantile": 1.0, "multiplier": 2.0, "sweep": [1.0, 2.0]},
+    "static": {"archs": [90]},
 }
 
 CASES = [

@@ -13,7 +13,7 @@ from conftest import REPO
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 
 TINY = {
-    "dumps": {"toy": {"format": "corpus", "ops": ["relu", "softmax"]}},
+    "dumps": {"toy": {"format": "corpus", "ops": ["softmax"]}},
     "device": "cpu",
     "master_seed": 0,
     "shards": 2,
@@ -24,6 +24,7 @@ TINY = {
     "budget": {"cpu": 4096, "cuda": 65536},
     "timeout_s": 60,
     "tolerance": {"quantile": 1.0, "multiplier": 2.0, "sweep": [1.0, 2.0]},
+    "static": {"archs": [90]},
 }
 
 

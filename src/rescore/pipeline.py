@@ -244,13 +244,14 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
     write_text(text, out)
 
 
-def static(manifests: list[str], illusion_path: str, out: dict[str, str], threads: int, cache_dir: str) -> None:
+def static(manifests: list[str], illusion_path: str, out: dict[str, str], threads: int, cache_dir: str,
+           archs: list[int] | None = None) -> None:
     """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, figures."""
     from rescore.static.study import as_entry, class_summary, paired_deltas, static_figures, static_table
 
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     entries = [as_entry(s) for s in subs if s.language == "triton"]
-    metrics = static_table(entries, cache_dir=cache_dir, parallel=max(1, threads))
+    metrics = static_table(entries, archs=tuple(archs or (90, 80)), cache_dir=cache_dir, parallel=max(1, threads))
     pairs = paired_deltas(metrics, entries)
     write_parquet(metrics, out["metrics"])
     write_parquet(pairs, out["table"])
@@ -258,7 +259,7 @@ def static(manifests: list[str], illusion_path: str, out: dict[str, str], thread
     ill = read_parquet(illusion_path)
     recall = pd.DataFrame({"submission_id": ill["name"],
                            "recall": ill["failed_cases"] / ill["total_cases"].where(ill["total_cases"] > 0)})
-    written = static_figures(pairs, recall.dropna(), Path(out["heatmap"]).parent)
+    written = static_figures(pairs, recall.dropna(), Path(out["heatmap"]).parent, arch=f"sm_{(archs or [90])[0]}")
     for key in ("heatmap", "vs_recall"):
         if not Path(out[key]).exists():  # nothing to draw (no comparable pair): say so in the figure's place
             from rescore.figures import empty_figure

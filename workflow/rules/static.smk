@@ -13,6 +13,7 @@ rule static_study:
         vs_recall=report("results/figures/static_delta_vs_recall.png", category="Static", caption="../report/static.rst"),
     params:
         cache=".rescore-cache/static",
+        archs=config.get("static", {}).get("archs", [90, 80]),
     threads: 8
     log:
         "results/logs/static.log",
