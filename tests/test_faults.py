@@ -1,0 +1,162 @@
+"""Faults of the run, not of a kernel: a worker killed mid-case is retried once and then recorded;
+Snakemake killed mid-run and run again finishes with the same tables as an uninterrupted run; a
+corrupted intermediate table is named, never read as data, and removed so that it is rebuilt."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO, toy_submission
+from test_workflow import SNAKEMAKE, TINY
+
+from rescore.malformed import check_tables
+from rescore.problem import Submission
+from rescore.runner import RunConfig, run_submission
+from rescore.sandbox import Worker
+from rescore.tables import read_parquet, write_parquet
+
+CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
+TABLES = ["results/tables/cases.parquet", "results/tables/submissions.parquet", "results/tables/illusion.parquet"]
+TIMING = ("wall_ms", "seconds", "elapsed")
+
+
+def slow_correct() -> Submission:
+    base = toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",))
+    path = REPO / "tests" / "fixtures" / "hacks" / "_slow_correct.py"
+    return Submission(name="slow", problem=base.problem, source=path.read_text(), path=str(path), language="torch",
+                      dtypes=("float32",))
+
+
+def test_a_worker_killed_mid_case_is_retried_and_the_case_passes():
+    worker = Worker("cpu", 1 << 15)
+    killed: list[int] = []
+
+    def kill_once() -> None:  # the first time a case is running, SIGKILL the worker from outside
+        while not killed:
+            proc = worker.proc
+            if proc is not None and getattr(worker, "_busy", False):
+                time.sleep(0.5)
+                os.kill(proc.pid, signal.SIGKILL)
+                killed.append(proc.pid)
+            time.sleep(0.05)
+
+    original = worker._ask
+
+    def ask(msg, timeout):
+        worker._busy = msg[0] == "case"
+        try:
+            return original(msg, timeout)
+        finally:
+            worker._busy = False
+
+    worker._ask = ask
+    killer = threading.Thread(target=kill_once, daemon=True)
+    killer.start()
+    try:
+        rows = run_submission(slow_correct(), CFG, worker, fixed=False)
+    finally:
+        worker.stop()
+    assert killed and worker.starts == 2
+    assert [r["outcome"] for r in rows] == ["pass"]
+
+
+def test_a_worker_that_always_dies_is_recorded_crash_after_one_retry(worker):
+    rows = run_submission(toy_submission("problem_scale.py", "segfault.py", dtypes=("float32",)), CFG, worker,
+                          fixed=False)
+    assert [r["outcome"] for r in rows] == ["crash"]
+    assert "signal 11" in rows[0]["reason"] and "(after a retry)" in rows[0]["reason"]
+
+
+def test_a_corrupt_table_is_named_and_removed(tmp_path):
+    good, bad = tmp_path / "shard-0.parquet", tmp_path / "shard-1.parquet"
+    write_parquet(pd.DataFrame([{"submission_id": "a", "outcome": "pass"}]), good, "cases")
+    write_parquet(pd.DataFrame([{"submission_id": "b", "outcome": "pass"}]), bad, "cases")
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])  # truncated, as by a full disk
+    with pytest.raises(ValueError, match="shard-1.parquet"):
+        read_parquet(bad, "cases")
+    with pytest.raises(ValueError, match="shard-1.parquet.*\n|run the workflow again") as err:
+        check_tables([str(good), str(bad)], "cases")
+    assert str(bad) in str(err.value) and str(good) not in str(err.value)
+    assert good.exists() and not bad.exists()
+    partial = tmp_path / "partial.parquet"
+    write_parquet(pd.DataFrame([{"x": 1}]), partial)
+    with pytest.raises(ValueError, match="lacks columns"):
+        read_parquet(partial, "cases")
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary behind
+
+
+def _snakemake(work: Path, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([*SNAKEMAKE, "-d", str(work), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True, **kw)
+
+
+def _run(work: Path, *args: str) -> str:
+    proc = _snakemake(work, *args)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def _tables(work: Path) -> dict[str, pd.DataFrame]:
+    out = {}
+    for rel in TABLES:
+        df = pd.read_parquet(work / rel)
+        df = df.drop(columns=[c for c in df.columns if any(t in c for t in TIMING)])
+        df = df.astype(str).sort_values(list(df.columns)).reset_index(drop=True)
+        out[rel] = df
+    return out
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    cfg = copy.deepcopy(TINY)
+    cfg.update(dumps={"toy": {"format": "corpus", "ops": ["relu"]}}, shards=2)
+    cfg["fuzz"] = dict(cfg["fuzz"], strategies={"default": 1, "boundary": 1})
+    return cfg
+
+
+def _workdir(tmp_path_factory, name: str, config: dict) -> Path:
+    work = tmp_path_factory.mktemp(name)
+    (work / "config").mkdir()
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    return work
+
+
+def test_snakemake_killed_mid_run_resumes_to_the_same_tables(tmp_path_factory, config):
+    whole = _workdir(tmp_path_factory, "whole", config)
+    _run(whole, "--cores", "2", *TABLES)
+
+    broken = _workdir(tmp_path_factory, "killed", config)
+    proc = _snakemake(broken, "--cores", "1", *TABLES)  # one job at a time: the shards run one after the other
+    shards = broken / "results" / "cases" / "toy"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None and not list(shards.glob("shard-*.parquet")):
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole session, as a lost terminal or a scheduler would
+    proc.wait()
+    assert not (broken / TABLES[0]).exists()
+
+    _run(broken, "--unlock")
+    log = _run(broken, "--cores", "2", "--rerun-incomplete", *TABLES)
+    assert "check_shard" in log
+    first, second = _tables(whole), _tables(broken)
+    for rel in TABLES:
+        pd.testing.assert_frame_equal(first[rel], second[rel], obj=rel)
+
+    # a corrupt shard is named by the stage that reads it, never read as data
+    shard = next(shards.glob("shard-*.parquet"))
+    shard.write_bytes(b"PAR1 this is not a parquet file")
+    os.utime(shard, (time.time() + 5, time.time() + 5))
+    proc = _snakemake(broken, "--cores", "1", TABLES[0])
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode != 0 and shard.name in out
