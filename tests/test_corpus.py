@@ -11,6 +11,18 @@ from rescore.runner import RunConfig, run_submission
 
 GPU_ONLY = {"int32_offset_overflow", "race_nonatomic"}
 
+# The pattern each bug class must show on its trigger (oracle/diagnose.py), where a class has one:
+# unwritten last programs leave a NaN tail, a dropped max-subtraction overflows, a NaN-dropping max
+# returns finite values where the reference is NaN, an in-place write is caught as such.
+EXPECTED_DIAGNOSIS = {
+    "grid_too_small": {"tail_region"},
+    "no_max_subtraction": {"nonfinite_leak"},
+    "nan_dropping": {"nonfinite_dropped", "scattered"},  # scattered: an integer argmax output
+    "inplace_input_write": {"mutated_input"},
+    "tail_mask_leak": {"constant_factor", "everywhere"},  # padding enters each row's normaliser
+    "mask_off_by_one": {"boundary_row_col", "tail_region", "everywhere"},
+}
+
 
 @pytest.fixture(scope="module")
 def corpus():
@@ -51,6 +63,13 @@ def test_every_trigger_is_real(corpus):
     cpu = [r for r in results if r.bug_class not in GPU_ONLY]
     unreal = [(r.variant, r.variant_outcome, r.control_outcome, r.reason) for r in cpu if not r.real]
     assert not unreal
+    wrong = [
+        (r.variant, r.bug_class, r.diagnosis or r.variant_outcome)
+        for r in cpu
+        if r.bug_class in EXPECTED_DIAGNOSIS
+        and (r.diagnosis or r.variant_outcome) not in EXPECTED_DIAGNOSIS[r.bug_class]
+    ]
+    assert not wrong
     gpu = [r for r in results if r.bug_class in GPU_ONLY]
     assert all(r.skipped for r in gpu)  # needs a GPU: skipped with the reason, never a verdict
 

@@ -297,6 +297,7 @@ class Executor:
                 )
             else:
                 self.schema = inferred
+            _check_problem(self.problem)
         except BaseException as exc:  # noqa: BLE001 - a broken problem is recorded, not raised
             self.problem = None
             self.load_error = Verdict(
@@ -395,9 +396,9 @@ class Executor:
         launches = Launches.count
         last: list = []
         problem = types.SimpleNamespace(
-            get_init_inputs=self.problem.get_init_inputs,
-            get_inputs=self.problem.get_inputs,
-            Model=lambda *init, _model=self.problem.Model: _Watched(_model(*init), None, ref_ops, last),
+            get_init_inputs=_blaming_reference(self.problem.get_init_inputs),
+            get_inputs=_blaming_reference(self.problem.get_inputs),
+            Model=_blaming_reference(lambda *init, m=self.problem.Model: _Watched(m(*init), None, ref_ops, last)),
         )
         candidate = types.SimpleNamespace(
             ModelNew=lambda *init, _new=self.candidate.ModelNew: _Watched(self._call(_new, *init), self, cand_ops, last)
@@ -405,6 +406,9 @@ class Executor:
         start = time.perf_counter()
         try:
             result = kernelbench_check(problem, candidate, self.device, dtype, profile)
+        except _ReferenceFailed as exc:
+            reason = f"problem {self.job['problem']['path']}: the reference failed at its own sizes: {exc}"
+            return dict(row, outcome="skipped", reason=reason[:500])
         except BaseException as exc:  # noqa: BLE001
             v = self._verdict_of(exc)
             return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start))
@@ -526,7 +530,7 @@ class Executor:
             return dict(row, outcome="skipped", reason="this trigger needs a real GPU (races, 32-bit offset overflow)")
         if override and "repeat" in override:
             repeat = int(override["repeat"])
-        attempt_seed = seed
+        attempt_seed, last = seed, ""
         for attempt in range(SIZE_RETRIES):
             spec = self.draw(strategy, attempt_seed, dtype, override)
             row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
@@ -536,7 +540,10 @@ class Executor:
                 if override:
                     return dict(row, outcome="skipped", reason=f"the float64 reference rejects this input: {rejected}")
                 attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
-        return dict(row, outcome="skipped", reason="the float64 reference rejected every sampled size")
+                last = str(rejected)
+        where = self.job["problem"]["path"]
+        return dict(row, outcome="skipped", reason=f"problem {where}: the float64 reference rejected every "
+                    f"sampled size (last: {last})"[:500])
 
     def _lowp(self, inputs64: list, tdtype: torch.dtype) -> list:
         """A case's inputs on the device at the test dtype (floating tensors rounded, others as they are)."""
@@ -770,6 +777,37 @@ def _reference_at(model, inputs: list, device: str, dtype: torch.dtype):
     return out
 
 
+class _ReferenceFailed(Exception):
+    """The problem's own code (reference, input factory) failed in the fixed-shape check."""
+
+
+def _blaming_reference(fn):
+    """`fn` (problem code), its failures re-raised as _ReferenceFailed, so that they are never
+    taken for the candidate's."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _ReferenceFailed:
+            raise
+        except Exception as exc:
+            raise _ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
+
+    return call
+
+
+def _check_problem(problem: types.ModuleType) -> None:
+    """Raise a clear error when the problem's factories do not return lists of inputs."""
+    for name in ("get_init_inputs", "get_inputs"):
+        fn = getattr(problem, name, None)
+        if not callable(fn):
+            raise TypeError(f"{name} is missing or not a function")
+        torch.manual_seed(0)
+        got = fn()
+        if not isinstance(got, (list, tuple)):
+            raise TypeError(f"{name}() returned {type(got).__name__}, not a list of inputs")
+
+
 class _ReferenceRejects(Exception):
     """The float64 reference raised on these sizes: the sizes are outside the problem's domain."""
 
@@ -827,8 +865,11 @@ class _Watched:
 
     def __call__(self, *args, **kwargs):
         if self._executor is None:
-            with self._record:
-                out = self._model(*args, **kwargs)
+            try:
+                with self._record:
+                    out = self._model(*args, **kwargs)
+            except Exception as exc:
+                raise _ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
             self._last[:] = _flatten(out) or []
             return out
         guarded = digest(self._last)

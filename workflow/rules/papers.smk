@@ -6,6 +6,8 @@ import os
 
 PAPERS = config.get("papers", {})
 PAPERS_DUMP = PAPERS.get("dump", "corpus" if "corpus" in DUMPS else DUMPS[0])
+if PAPERS_DUMP not in DUMPS:
+    raise ValueError(f"config papers.dump: {PAPERS_DUMP!r} is not one of the configured dumps {DUMPS}")
 PAPERS_PUBLISHED = PAPERS.get(
     "published", os.path.normpath(os.path.join(workflow.current_basedir, "..", "..", "config", "published"))
 )

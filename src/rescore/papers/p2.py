@@ -22,6 +22,10 @@ from rescore.tolerance_study import TOLERANCE_JUDGED, calibrate, evaluation_fram
 from rescore.tolerance_study import tightening_table as rescore_tightening
 
 DEFAULT_CURRENT = "gpuemu-default"
+TIGHTENING_COLUMNS = (
+    "op dtype method paper_op current_atol calibrated_atol tightening current_atol_published "
+    "calibrated_atol_published tightening_published n_cases n_controls in_paper differs differs_in note"
+).split()
 POLICY_COLUMNS = {"current": "current", "p95x1.5": "calibrated"}  # rescore policy -> published column
 
 
@@ -53,6 +57,8 @@ def judged_frame(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
     """(evaluation cases, flagged per policy incl. `current`, calibration, cases left out uncalibrated)."""
     cal = calibrate(cases, submissions, quantile)
+    if cal.empty:  # no control ran calibration cases: nothing to judge the calibrated policies by
+        cal = pd.DataFrame(columns=["op", "dtype", "k", "p95x1.5_atol", "n_cases", "n_controls"])
     df = evaluation_frame(cases, submissions)
     if strategies:
         df = df[df["strategy"].isin(strategies)]
@@ -138,9 +144,7 @@ def tightening_table(
                     "differs": None,
                 }
             )
-    out = pd.DataFrame(rows)
-    if "note" not in out:
-        out["note"] = None
+    out = pd.DataFrame(rows).reindex(columns=TIGHTENING_COLUMNS)
     out["differs"] = out["differs"].astype("boolean")
     order = out["in_paper"].map({True: 0, False: 1}) * 10 + out["method"].map({"p95x1.5": 0, "calibrated": 1})
     return (
