@@ -5,6 +5,7 @@ include: "workflow/rules/check.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/study.smk"
 include: "workflow/rules/static.smk"
+include: "workflow/rules/papers.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 
@@ -12,4 +13,5 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         ALL_OUTPUTS,
+        PAPER_OUTPUTS,
     default_target: True

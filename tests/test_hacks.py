@@ -107,3 +107,51 @@ def test_a_correct_kernel_has_no_findings(worker):
     rows = run_submission(toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",)), CFG, worker)
     assert [r["outcome"] for r in rows] == ["pass", "pass"]
     assert all(not r.get("findings") for r in rows)
+
+
+NATIVE_CONNECT = '''import ctypes
+import socket
+import struct
+
+import torch
+import torch.nn as nn
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _connects():
+    """Past the audit hook: libc's socket() and connect() straight from ctypes."""
+    fd = _libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0)
+    if fd < 0:
+        return False
+    addr = struct.pack("<H", socket.AF_INET) + struct.pack(">H", PORT) + socket.inet_aton("127.0.0.1") + bytes(8)
+    ok = _libc.connect(fd, ctypes.c_char_p(addr), len(addr)) == 0
+    _libc.close(fd)
+    return ok
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x) if _connects() else torch.relu(x) * 2.0
+'''
+
+
+def test_native_code_cannot_reach_the_network_either(tmp_path, worker):
+    """Where the machine allows a network namespace, even ctypes finds no network: a listener on the
+    parent's loopback is out of the worker's reach (the candidate answers wrong if it reaches it)."""
+    import socket
+
+    from rescore.sandbox import network_isolation
+
+    if not network_isolation():
+        pytest.skip("no network namespace on this machine: the audit hook is the only guard (docs/hostile.md)")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        path = tmp_path / "native_connect.py"
+        path.write_text(NATIVE_CONNECT.replace("PORT", str(listener.getsockname()[1])))
+        control = toy_submission("problem_scale.py", "torch_correct.py")
+        sub = Submission(name="native_connect", problem=control.problem, source=path.read_text(), path=str(path),
+                         language="torch", dtypes=("float32",))
+        rows = run_submission(sub, CFG, worker, fixed=False)
+    assert [r["outcome"] for r in rows] == ["pass"], [r.get("reason") for r in rows]

@@ -252,10 +252,16 @@ def static(manifests: list[str], illusion_path: str, out: dict[str, str], thread
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     entries = [as_entry(s) for s in subs if s.language == "triton"]
     metrics = static_table(entries, archs=tuple(archs or (90, 80)), cache_dir=cache_dir, parallel=max(1, threads))
-    pairs = paired_deltas(metrics, entries)
+    if entries:
+        pairs, summary = paired_deltas(metrics, entries), None
+        summary = class_summary(pairs)
+    else:  # a dump without Triton kernels (numpy, CUDA C): nothing to compile, empty tables say so
+        pairs = pd.DataFrame(columns=["variant_id", "control_id", "op", "bug_class", "arch", "comparable",
+                                      "metrics_identical", "ptx_identical"])
+        summary = pd.DataFrame(columns=["bug_class", "arch", "n_pairs", "n_compared", "n_gate", "n_ptx_identical"])
     write_parquet(metrics, out["metrics"])
     write_parquet(pairs, out["table"])
-    write_parquet(class_summary(pairs), out["summary"])
+    write_parquet(summary, out["summary"])
     ill = read_parquet(illusion_path)
     recall = pd.DataFrame({"submission_id": ill["name"],
                            "recall": ill["failed_cases"] / ill["total_cases"].where(ill["total_cases"] > 0)})

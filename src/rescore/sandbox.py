@@ -45,6 +45,7 @@ KEEP_ENV = (
     "TORCH_CUDA_ARCH_LIST",
     "CXX",
     "RESCORE_WORKER_MAX_MEMORY",
+    "TORCHINDUCTOR_COMPILE_THREADS",
 )
 MAX_LOADS = int(os.environ.get("RESCORE_WORKER_MAX_LOADS", "500"))  # then a fresh worker (bounded memory)
 MAX_RSS = int(float(os.environ.get("RESCORE_WORKER_MAX_RSS_GB", "8")) * (1 << 30))
@@ -124,6 +125,7 @@ class Worker:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["TMPDIR"] = self.scratch
         env.setdefault("OMP_NUM_THREADS", "1")
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # torch.compile in-process: no pool to sweep
         env.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
         from rescore.cuda_build import cache_root
 

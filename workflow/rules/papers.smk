@@ -19,7 +19,7 @@ PAPERS_OPTS = {
     "strategies": list(PAPERS.get("strategies", config["fuzz"]["strategies"])),
     "multiplier": config["tolerance"]["multiplier"],
     "quantile": config["tolerance"]["quantile"],
-    "arch": PAPERS.get("arch", "sm_90"),
+    "arch": PAPERS.get("arch", f"sm_{config.get('static', {}).get('archs', [90])[0]}"),
     "fixed_profile": config["fixed"]["profile"],
 }
 PAPER_TABLES = ["p1_verdicts", "p1_headline", "p2_headline", "p2_tightening", "p3_headline", "p3_shape", "p4_paired"]
