@@ -1,10 +1,10 @@
 """Speed targets, measured (not asserted by tests).
 
-  python bench/pipeline_bench.py throughput [--device cuda] [--workers 8] [--cases 400] [--entry relu_triton]
-      fuzz cases per second for one kernel, float64 reference included, several workers at once
-      (the H200 target: >= 500 cases/s for an elementwise kernel at sizes up to 1M elements)
-  python bench/pipeline_bench.py pipeline [--cores 8] [--profile local]
-      wall time of `snakemake --cores N all` from a clean results folder (targets: CPU < 15 min, H200 < 3 min)
+python bench/pipeline_bench.py throughput [--device cuda] [--workers 8] [--cases 400] [--entry relu_triton]
+    fuzz cases per second for one kernel, float64 reference included, several workers at once
+    (the H200 target: >= 500 cases/s for an elementwise kernel at sizes up to 1M elements)
+python bench/pipeline_bench.py pipeline [--cores 8] [--profile local]
+    wall time of `snakemake --cores N all` from a clean results folder (targets: CPU < 15 min, H200 < 3 min)
 """
 
 from __future__ import annotations
@@ -59,29 +59,57 @@ def throughput(args: argparse.Namespace) -> dict:
     for p in parts:
         for k, v in p[2].items():
             outcomes[k] = outcomes.get(k, 0) + v
-    return {"bench": "throughput", "entry": args.entry, "device": args.device, "dtype": args.dtype,
-            "workers": args.workers, "budget_elements": budget, "cases": done,
-            "cases_per_s": done / busiest, "ms_per_case_per_worker": 1e3 * busiest / max(1, done // args.workers),
-            "wall_s_including_startup": wall, "outcomes": outcomes}
+    return {
+        "bench": "throughput",
+        "entry": args.entry,
+        "device": args.device,
+        "dtype": args.dtype,
+        "workers": args.workers,
+        "budget_elements": budget,
+        "cases": done,
+        "cases_per_s": done / busiest,
+        "ms_per_case_per_worker": 1e3 * busiest / max(1, done // args.workers),
+        "wall_s_including_startup": wall,
+        "outcomes": outcomes,
+    }
 
 
 def pipeline(args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix="rescore-bench-"))
     shutil.copytree(REPO / "config", work / "config")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", str(args.cores)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(work),
+        "--cores",
+        str(args.cores),
+    ]
     if args.profile:
         cmd += ["--profile", str(REPO / "config" / "profiles" / args.profile)]
     start = time.perf_counter()
     r = subprocess.run(cmd + ["all"], capture_output=True, text=True)
     wall = time.perf_counter() - start
-    out = {"bench": "pipeline", "cores": args.cores, "profile": args.profile, "wall_s": wall, "ok": r.returncode == 0,
-           "results": str(work / "results")}
+    out = {
+        "bench": "pipeline",
+        "cores": args.cores,
+        "profile": args.profile,
+        "wall_s": wall,
+        "ok": r.returncode == 0,
+        "results": str(work / "results"),
+    }
     if r.returncode == 0:
         import pandas as pd
 
         cases = pd.read_parquet(work / "results" / "tables" / "cases.parquet")
-        out.update(cases=len(cases), cases_executed=int((cases["outcome"] != "skipped").sum()),
-                   submissions=int(cases["submission_id"].nunique()))
+        out.update(
+            cases=len(cases),
+            cases_executed=int((cases["outcome"] != "skipped").sum()),
+            submissions=int(cases["submission_id"].nunique()),
+        )
     else:
         out["stderr_tail"] = r.stderr[-2000:]
     return out
