@@ -21,9 +21,18 @@ from rescore.runner import RunConfig, run_submission
 FIX = REPO / "tests" / "fixtures" / "dumps"
 KB = {"format": "kernelbench", "path": str(FIX / "kernelbench")}
 EMU = {"format": "gpuemu", "path": str(FIX / "gpuemu")}
-PAIRS = {"format": "pairs", "path": str(FIX / "pairs" / "archive.jsonl"),
-         "columns": {"problem_code": "PyTorch_Code_Module", "submission_code": "CUDA_Code", "claimed": "Correct",
-                     "id": ["Level_ID", "Task_ID", "Kernel_Name"], "op": "Op_Name", "keep": ["Max_Diff"]}}
+PAIRS = {
+    "format": "pairs",
+    "path": str(FIX / "pairs" / "archive.jsonl"),
+    "columns": {
+        "problem_code": "PyTorch_Code_Module",
+        "submission_code": "CUDA_Code",
+        "claimed": "Correct",
+        "id": ["Level_ID", "Task_ID", "Kernel_Name"],
+        "op": "Op_Name",
+        "keep": ["Max_Diff"],
+    },
+}
 
 
 def by_name(subs) -> dict:
@@ -53,8 +62,12 @@ def test_registry_knows_every_format_the_config_schema_allows():
 
 def test_kernelbench_pairs_each_kernel_with_its_problem_and_claim():
     subs = by_name(read_dump("kb", KB))
-    assert set(subs) == {"demo/level1/19/sample0", "demo/level1/19/sample1", "demo/level1/19/sample2",
-                         "demo/level1/23/sample0"}
+    assert set(subs) == {
+        "demo/level1/19/sample0",
+        "demo/level1/19/sample1",
+        "demo/level1/19/sample2",
+        "demo/level1/23/sample0",
+    }
     s = subs["demo/level1/19/sample1"]
     assert s.problem.problem_id == "kb/level1/19" and s.problem.op == "ReLU" and s.dump == "kb"
     assert s.language == "triton" and s.claimed_verdict == "correct" and s.dtypes == ("float32",)
@@ -65,8 +78,10 @@ def test_kernelbench_pairs_each_kernel_with_its_problem_and_claim():
 
 
 def test_kernelbench_problems_from_a_parquet_table(tmp_path):
-    rows = [{"code": p.read_text(), "level": 1, "name": p.name, "problem_id": int(p.name.split("_")[0])}
-            for p in sorted((FIX / "kernelbench" / "KernelBench" / "level1").glob("*.py"))]
+    rows = [
+        {"code": p.read_text(), "level": 1, "name": p.name, "problem_id": int(p.name.split("_")[0])}
+        for p in sorted((FIX / "kernelbench" / "KernelBench" / "level1").glob("*.py"))
+    ]
     pd.DataFrame(rows).to_parquet(tmp_path / "problems.parquet")
     subs = by_name(read_dump("kb", dict(KB, problems=str(tmp_path / "problems.parquet"))))
     assert len(subs) == 4 and not errors(subs.values())
@@ -167,15 +182,18 @@ def _break_meta(meta: dict, how: str) -> dict:
     return meta
 
 
-@pytest.mark.parametrize("how, expected", [
-    ("missing_meta", "meta.json: missing"),
-    ("bad_json", "unreadable JSON"),
-    ("missing_kernel", "kernel file 'kernel.py' not found"),
-    ("undeclared_dim", "undeclared dim 'k'"),
-    ("input_names", "do not match op_schema inputs"),
-    ("no_candidates", "positive int candidates"),
-    ("reference", "reference file 'nowhere/ref_fp64.py' not found"),
-])
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        ("missing_meta", "meta.json: missing"),
+        ("bad_json", "unreadable JSON"),
+        ("missing_kernel", "kernel file 'kernel.py' not found"),
+        ("undeclared_dim", "undeclared dim 'k'"),
+        ("input_names", "do not match op_schema inputs"),
+        ("no_candidates", "positive int candidates"),
+        ("reference", "reference file 'nowhere/ref_fp64.py' not found"),
+    ],
+)
 def test_gpuemu_malformed_entry_is_an_error_row_naming_the_file(tmp_path, how, expected):
     root = copy_fixture(tmp_path, "gpuemu")
     entry = root / "data" / "bias_add_tail"
@@ -292,25 +310,39 @@ def test_error_rows_survive_the_manifest_and_are_never_a_verdict(tmp_path, worke
 def test_rescored_table_counts_claims_reproductions_and_illusions():
     from rescore.rescored import rescored_table
 
-    subs = pd.DataFrame([
-        {"submission_id": f"s{i}", "dump": d, "problem_id": p, "claimed_verdict": c, "ingest_error": e}
-        for i, (d, p, c, e) in enumerate([
-            ("kb", "p1", "correct", None), ("kb", "p1", "correct", None), ("kb", "p2", "correct", None),
-            ("kb", "p2", "incorrect", None), ("kb", "p3", "correct", None), ("kb", "p3", None, "bad file"),
-            ("emu", "q", None, None), ("emu", "q", None, None),
-        ])])
+    subs = pd.DataFrame(
+        [
+            {"submission_id": f"s{i}", "dump": d, "problem_id": p, "claimed_verdict": c, "ingest_error": e}
+            for i, (d, p, c, e) in enumerate(
+                [
+                    ("kb", "p1", "correct", None),
+                    ("kb", "p1", "correct", None),
+                    ("kb", "p2", "correct", None),
+                    ("kb", "p2", "incorrect", None),
+                    ("kb", "p3", "correct", None),
+                    ("kb", "p3", None, "bad file"),
+                    ("emu", "q", None, None),
+                    ("emu", "q", None, None),
+                ]
+            )
+        ]
+    )
     cols = ["submission_id", "fixed_verdict", "fuzz_verdict", "first_failure_outcome", "diagnosis"]
-    ill = pd.DataFrame([
-        ("s0", "pass", "flagged", "mismatch", "tail_region"),
-        ("s1", "pass", "pass", None, None),
-        ("s2", "fail", "flagged", "nonfinite", "nonfinite_leak"),
-        ("s3", "fail", "flagged", "crash", None),
-        ("s4", "skipped", "skipped", None, None),
-        ("s6", "pass", "flagged", "mismatch", "tail_region"),
-        ("s7", "fail", "flagged", "mismatch", None),
-    ], columns=cols)
-    degenerate = pd.DataFrame({"problem_id": ["p1", "p2", "q"], "degenerate": pd.array([True, False, None],
-                                                                                        dtype="boolean")})
+    ill = pd.DataFrame(
+        [
+            ("s0", "pass", "flagged", "mismatch", "tail_region"),
+            ("s1", "pass", "pass", None, None),
+            ("s2", "fail", "flagged", "nonfinite", "nonfinite_leak"),
+            ("s3", "fail", "flagged", "crash", None),
+            ("s4", "skipped", "skipped", None, None),
+            ("s6", "pass", "flagged", "mismatch", "tail_region"),
+            ("s7", "fail", "flagged", "mismatch", None),
+        ],
+        columns=cols,
+    )
+    degenerate = pd.DataFrame(
+        {"problem_id": ["p1", "p2", "q"], "degenerate": pd.array([True, False, None], dtype="boolean")}
+    )
     t = rescored_table(ill, subs, degenerate).set_index("dump")
     kb = t.loc["kb"]
     assert (kb.n_submissions, kb.ingest_errors, kb.claimed_known, kb.claimed_correct) == (6, 1, 5, 4)
@@ -374,10 +406,12 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     from rescore.cuda_build import prebuild, recorded_failure
     from rescore.problem import Problem, Submission
 
-    good = ('import torch\nfrom torch.utils.cpp_extension import load_inline\n\n'
-            'ext = load_inline(name="same_name", cpp_sources="torch::Tensor f(torch::Tensor x) { return x + 1; }",'
-            ' functions=["f"])\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n'
-            '        return ext.f(x)\n')
+    good = (
+        "import torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
+        'ext = load_inline(name="same_name", cpp_sources="torch::Tensor f(torch::Tensor x) { return x + 1; }",'
+        ' functions=["f"])\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n'
+        "        return ext.f(x)\n"
+    )
     bad = good.replace("x + 1;", "x + ;")
     p = Problem("p", "", "p.py")
     subs = [Submission(n, p, s, f"{n}.py", language="cuda") for n, s in (("a", good), ("b", good), ("c", bad))]
@@ -388,10 +422,16 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     warm = prebuild(subs, "cuda", tmp_path, jobs=2).set_index("name")
     assert warm["cached"].all() and (warm["seconds"] == 0).all() and list(warm["status"]) == list(cold["status"])
     # the check worker reuses the build: importing after activate() compiles nothing
-    probe = ("import sys, time; from rescore.cuda_build import activate; src = open(sys.argv[1]).read(); "
-             "activate(src, sys.argv[2]); t = time.time(); exec(compile(src, 'k.py', 'exec')); "
-             "print(time.time() - t)")
+    probe = (
+        "import sys, time; from rescore.cuda_build import activate; src = open(sys.argv[1]).read(); "
+        "activate(src, sys.argv[2]); t = time.time(); exec(compile(src, 'k.py', 'exec')); "
+        "print(time.time() - t)"
+    )
     (tmp_path / "k.py").write_text(good)
-    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "k.py"), str(tmp_path)], capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "k.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0 and float(out.stdout.split()[-1]) < 30, out.stderr[-2000:]

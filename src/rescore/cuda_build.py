@@ -34,8 +34,19 @@ log = logging.getLogger("rescore")
 
 DEFAULT_ROOT = Path(".rescore-cache") / "torch_extensions"
 MARKER = "build.json"
-COLUMNS = ["submission_id", "name", "dump", "source_hash", "status", "ok", "cached", "seconds", "error",
-           "extensions", "build_dir"]
+COLUMNS = [
+    "submission_id",
+    "name",
+    "dump",
+    "source_hash",
+    "status",
+    "ok",
+    "cached",
+    "seconds",
+    "error",
+    "extensions",
+    "build_dir",
+]
 ERROR_CHARS = 4000
 
 
@@ -88,8 +99,13 @@ def build_key() -> dict:
 
     import torch
 
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"), "cxx": os.environ.get("CXX")}
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"),
+        "cxx": os.environ.get("CXX"),
+    }
 
 
 def _cached(folder: Path, key: dict) -> dict | None:
@@ -131,9 +147,15 @@ def build_one(source: str, root: Path, key: dict, timeout_s: float, max_jobs: in
     start = time.perf_counter()
     transient = False
     try:
-        proc = subprocess.run([sys.executable, "-m", "rescore.cuda_build", "import", str(module)], env=env,
-                              capture_output=True, text=True, timeout=timeout_s, cwd=folder,
-                              start_new_session=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "rescore.cuda_build", "import", str(module)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=folder,
+            start_new_session=True,
+        )
         ok = proc.returncode == 0
         error = None if ok else _error_text(proc.stderr or proc.stdout)
         if proc.returncode < 0:
@@ -145,8 +167,15 @@ def build_one(source: str, root: Path, key: dict, timeout_s: float, max_jobs: in
     except subprocess.TimeoutExpired:
         ok, extensions, transient = False, [], True
         error = f"the build took longer than {timeout_s:.0f} s and was stopped"
-    record = {"ok": ok, "error": error, "extensions": extensions, "key": key, "transient": transient,
-              "seconds": time.perf_counter() - start, "build_dir": str(folder)}
+    record = {
+        "ok": ok,
+        "error": error,
+        "extensions": extensions,
+        "key": key,
+        "transient": transient,
+        "seconds": time.perf_counter() - start,
+        "build_dir": str(folder),
+    }
     (folder / MARKER).write_text(json.dumps(record, indent=1))
     return dict(record, status=_status(record), cached=False)
 
@@ -157,8 +186,13 @@ def _status(record: dict) -> str:
     return "built" if record.get("extensions") else "no_build"
 
 
-def prebuild(subs: list[Submission], device: str, root: str | os.PathLike | None = None, jobs: int | None = None,
-             timeout_s: float = 1800.0) -> pd.DataFrame:
+def prebuild(
+    subs: list[Submission],
+    device: str,
+    root: str | os.PathLike | None = None,
+    jobs: int | None = None,
+    timeout_s: float = 1800.0,
+) -> pd.DataFrame:
     """Build every CUDA submission's extensions (each distinct source once, `jobs` at a time).
 
     One row per CUDA submission: status built | no_build (imported, but it builds nothing at import:
@@ -166,28 +200,46 @@ def prebuild(subs: list[Submission], device: str, root: str | os.PathLike | None
     build (or failure) was reused and nothing was compiled."""
     cuda = [s for s in subs if s.language == "cuda" and not (s.extra or {}).get("ingest_error")]
     if device != "cuda":
-        return _frame([_row(s, {"status": "skipped", "ok": None, "seconds": 0.0,
-                                "error": "no GPU: CUDA submissions are built and run on a CUDA device"})
-                       for s in cuda])
+        return _frame(
+            [
+                _row(
+                    s,
+                    {
+                        "status": "skipped",
+                        "ok": None,
+                        "seconds": 0.0,
+                        "error": "no GPU: CUDA submissions are built and run on a CUDA device",
+                    },
+                )
+                for s in cuda
+            ]
+        )
     folder = cache_root(root)
     folder.mkdir(parents=True, exist_ok=True)
     sources = list(dict.fromkeys(s.source for s in cuda))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources) or 1))
     max_jobs = max(1, (os.cpu_count() or 1) // jobs)
     key = build_key()
-    log.info("prebuilding %d CUDA sources (%d submissions), %d at a time, in %s", len(sources), len(cuda), jobs,
-             folder)
+    log.info("prebuilding %d CUDA sources (%d submissions), %d at a time, in %s", len(sources), len(cuda), jobs, folder)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = dict(zip(sources, pool.map(lambda src: build_one(src, folder, key, timeout_s, max_jobs), sources)))
     return _frame([_row(s, results[s.source]) for s in cuda])
 
 
 def _row(sub: Submission, result: dict) -> dict:
-    return {"submission_id": sub.submission_id, "name": sub.name, "dump": sub.dump,
-            "source_hash": content_hash(sub.source), "status": result.get("status"), "ok": result.get("ok"),
-            "cached": bool(result.get("cached", False)),
-            "seconds": float(result.get("seconds") or 0.0), "error": result.get("error"),
-            "extensions": ",".join(result.get("extensions") or []), "build_dir": result.get("build_dir")}
+    return {
+        "submission_id": sub.submission_id,
+        "name": sub.name,
+        "dump": sub.dump,
+        "source_hash": content_hash(sub.source),
+        "status": result.get("status"),
+        "ok": result.get("ok"),
+        "cached": bool(result.get("cached", False)),
+        "seconds": float(result.get("seconds") or 0.0),
+        "error": result.get("error"),
+        "extensions": ",".join(result.get("extensions") or []),
+        "build_dir": result.get("build_dir"),
+    }
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -196,8 +248,14 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return df
 
 
-def write_builds(manifests: list[str], device: str, out: str, jobs: int | None = None,
-                 root: str | None = None, timeout_s: float = 1800.0) -> pd.DataFrame:
+def write_builds(
+    manifests: list[str],
+    device: str,
+    out: str,
+    jobs: int | None = None,
+    root: str | None = None,
+    timeout_s: float = 1800.0,
+) -> pd.DataFrame:
     """The `cuda_prebuild` rule: build the CUDA submissions of every dump, write the builds table."""
     from rescore.problem import submission_from_dict
     from rescore.runner import resolve_device
@@ -236,23 +294,28 @@ def _import_for_build(path: str) -> None:
     print(json.dumps({"extensions": built}))
 
 
-def bench(subs: list[Submission], jobs: int | None = None, timeout_s: float = 1800.0,
-          root: str | None = None) -> dict:
+def bench(subs: list[Submission], jobs: int | None = None, timeout_s: float = 1800.0, root: str | None = None) -> dict:
     """Cold then warm prebuild of these submissions in a fresh cache: what the cache saves."""
     folder = Path(root or tempfile.mkdtemp(prefix="rescore-cuda-bench-"))
-    report: dict = {"cache": str(folder), "cores": os.cpu_count(), "jobs": jobs or os.cpu_count(),
-                    "cuda_submissions": sum(s.language == "cuda" for s in subs),
-                    "distinct_sources": len({s.source for s in subs if s.language == "cuda"})}
+    report: dict = {
+        "cache": str(folder),
+        "cores": os.cpu_count(),
+        "jobs": jobs or os.cpu_count(),
+        "cuda_submissions": sum(s.language == "cuda" for s in subs),
+        "distinct_sources": len({s.source for s in subs if s.language == "cuda"}),
+    }
     for phase in ("cold", "warm"):
         start = time.perf_counter()
         df = prebuild(subs, "cuda", folder, jobs, timeout_s)
         per = df.drop_duplicates("source_hash")
         built = per[(per["status"] == "built") & ~per["cached"]]["seconds"]
-        report[phase] = {"wall_s": round(time.perf_counter() - start, 2),
-                         "status": {str(k): int(v) for k, v in per["status"].value_counts().items()},
-                         "compiled": int((~per["cached"] & (per["status"] != "skipped")).sum()),
-                         "build_s_median": round(float(built.median()), 2) if len(built) else None,
-                         "build_s_max": round(float(built.max()), 2) if len(built) else None}
+        report[phase] = {
+            "wall_s": round(time.perf_counter() - start, 2),
+            "status": {str(k): int(v) for k, v in per["status"].value_counts().items()},
+            "compiled": int((~per["cached"] & (per["status"] != "skipped")).sum()),
+            "build_s_median": round(float(built.median()), 2) if len(built) else None,
+            "build_s_max": round(float(built.max()), 2) if len(built) else None,
+        }
     return report
 
 

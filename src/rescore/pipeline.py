@@ -114,14 +114,52 @@ def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
         sub = subs.loc[row["submission_id"]]
         doc = {
             "failure_id": row["failure_id"],
-            "submission": {"name": row["name"], "submission_id": row["submission_id"], "path": row["source_path"],
-                           "problem_id": row["problem_id"], "problem_path": row["problem_path"],
-                           "label": row["label"], "bug_class": row["bug_class"], "dump": sub["dump"]},
-            "case": {k: row.get(k) for k in ("oracle", "strategy", "purpose", "case_index", "seed", "dtype",
-                                             "sizes", "shapes", "strides", "layout", "values", "inputs_hash")},
-            "verdict": {k: row.get(k) for k in ("outcome", "reason", "diagnosis", "max_abs_err", "max_rel_err",
-                                                "err_ulp", "n_mismatch", "n_elements", "first_mismatch",
-                                                "tolerance_policy", "atol", "rtol", "bound", "policy_ratios")},
+            "submission": {
+                "name": row["name"],
+                "submission_id": row["submission_id"],
+                "path": row["source_path"],
+                "problem_id": row["problem_id"],
+                "problem_path": row["problem_path"],
+                "label": row["label"],
+                "bug_class": row["bug_class"],
+                "dump": sub["dump"],
+            },
+            "case": {
+                k: row.get(k)
+                for k in (
+                    "oracle",
+                    "strategy",
+                    "purpose",
+                    "case_index",
+                    "seed",
+                    "dtype",
+                    "sizes",
+                    "shapes",
+                    "strides",
+                    "layout",
+                    "values",
+                    "inputs_hash",
+                )
+            },
+            "verdict": {
+                k: row.get(k)
+                for k in (
+                    "outcome",
+                    "reason",
+                    "diagnosis",
+                    "max_abs_err",
+                    "max_rel_err",
+                    "err_ulp",
+                    "n_mismatch",
+                    "n_elements",
+                    "first_mismatch",
+                    "tolerance_policy",
+                    "atol",
+                    "rtol",
+                    "bound",
+                    "policy_ratios",
+                )
+            },
             "environment": {"device": row.get("device"), "versions": row.get("versions")},
             "replay": row.get("replay"),
             "replay_by_id": f"rescore replay {row['failure_id']}",
@@ -151,18 +189,34 @@ def shrink(failures_path: str, manifests: list[str], config: dict, out: str, wor
                 res = shrink_failure(worker, subs[f["submission_id"]], f, cfg.timeout_s)
                 trig = res["trigger"]
                 sub = subs[f["submission_id"]]
-                replay = (f"rescore replay {sub.problem.path} {sub.path} --seed {f['seed']} --device {cfg.device}"
-                          f" --trigger '{json.dumps(trig, sort_keys=True)}'")
-                rows.append({
-                    "failure_id": f["failure_id"], "submission_id": f["submission_id"], "name": f["name"],
-                    "bug_class": f["bug_class"], "strategy": f["strategy"], "seed": f["seed"], "dtype": f["dtype"],
-                    "original_sizes": f["sizes"], "original_values": f["values"], "original_outcome": f["outcome"],
-                    "original_elements": f["n_elements"], "shrunk": res["shrunk"],
-                    "shrunk_sizes": json.dumps(trig["sizes"], sort_keys=True), "shrunk_values": trig["values"],
-                    "shrunk_outcome": res["row"].get("outcome"), "shrunk_elements": res["row"].get("n_elements"),
-                    "shrunk_diagnosis": res["row"].get("diagnosis"), "steps": res["steps"], "note": res["note"],
-                    "replay": replay,
-                })
+                replay = (
+                    f"rescore replay {sub.problem.path} {sub.path} --seed {f['seed']} --device {cfg.device}"
+                    f" --trigger '{json.dumps(trig, sort_keys=True)}'"
+                )
+                rows.append(
+                    {
+                        "failure_id": f["failure_id"],
+                        "submission_id": f["submission_id"],
+                        "name": f["name"],
+                        "bug_class": f["bug_class"],
+                        "strategy": f["strategy"],
+                        "seed": f["seed"],
+                        "dtype": f["dtype"],
+                        "original_sizes": f["sizes"],
+                        "original_values": f["values"],
+                        "original_outcome": f["outcome"],
+                        "original_elements": f["n_elements"],
+                        "shrunk": res["shrunk"],
+                        "shrunk_sizes": json.dumps(trig["sizes"], sort_keys=True),
+                        "shrunk_values": trig["values"],
+                        "shrunk_outcome": res["row"].get("outcome"),
+                        "shrunk_elements": res["row"].get("n_elements"),
+                        "shrunk_diagnosis": res["row"].get("diagnosis"),
+                        "steps": res["steps"],
+                        "note": res["note"],
+                        "replay": replay,
+                    }
+                )
         finally:
             worker.stop()
         return rows
@@ -210,8 +264,9 @@ def calibrate(cases: str, submissions: str, quantile: float, out: str) -> None:
     write_parquet(table, out)
 
 
-def tolerances(cases: str, submissions: str, calibration: str, multiplier: float, sweep: list[float],
-               out: dict[str, str]) -> None:
+def tolerances(
+    cases: str, submissions: str, calibration: str, multiplier: float, sweep: list[float], out: dict[str, str]
+) -> None:
     """The tolerance study: every policy side by side, tightening, multiplier sweep, figures."""
     from rescore import figures
     from rescore.tolerance_study import evaluation_frame, sweep_table, tightening_table, tolerances_table
@@ -225,9 +280,12 @@ def tolerances(cases: str, submissions: str, calibration: str, multiplier: float
     ev = evaluation_frame(c, s)
     ctl = ev[(ev["label"] == "correct") & ev["outcome"].isin(["pass", "mismatch", "nonfinite"])]
     kmap = cal.set_index(["op", "dtype"])["k"]
-    ratios = pd.DataFrame({name: [r.get(name) for r in ctl["ratios"]] for name in
-                           ("kernelbench-v0.1", "kernelbench-head", "gpuemu-default", "torch-default",
-                            "reference-lowp")})
+    ratios = pd.DataFrame(
+        {
+            name: [r.get(name) for r in ctl["ratios"]]
+            for name in ("kernelbench-v0.1", "kernelbench-head", "gpuemu-default", "torch-default", "reference-lowp")
+        }
+    )
     base = [r.get("calibrated-base") for r in ctl["ratios"]]
     ks = [kmap.get((o, d)) for o, d in zip(ctl["op"], ctl["dtype"])]
     ratios["calibrated"] = [b / (k * multiplier) if b is not None and k else None for b, k in zip(base, ks)]
@@ -239,36 +297,69 @@ def tolerances(cases: str, submissions: str, calibration: str, multiplier: float
 def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, out: str) -> None:
     from rescore.uncertainty import statement
 
-    text = statement(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"),
-                     read_parquet(illusion_path), config)
+    text = statement(
+        read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config
+    )
     write_text(text, out)
 
 
-def static(manifests: list[str], illusion_path: str, out: dict[str, str], threads: int, cache_dir: str,
-           archs: list[int] | None = None) -> None:
-    """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, figures."""
+def static(
+    manifests: list[str], out: dict[str, str], threads: int, cache_dir: str, archs: list[int] | None = None
+) -> None:
+    """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, heatmap."""
     from rescore.static.study import as_entry, class_summary, paired_deltas, static_figures, static_table
 
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     entries = [as_entry(s) for s in subs if s.language == "triton"]
-    metrics = static_table(entries, archs=tuple(archs or (90, 80)), cache_dir=cache_dir, parallel=max(1, threads))
+    archs = list(archs or (90, 80))
+    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads))
     if entries:
-        pairs, summary = paired_deltas(metrics, entries), None
+        pairs = paired_deltas(metrics, entries)
         summary = class_summary(pairs)
     else:  # a dump without Triton kernels (numpy, CUDA C): nothing to compile, empty tables say so
-        pairs = pd.DataFrame(columns=["variant_id", "control_id", "op", "bug_class", "arch", "comparable",
-                                      "metrics_identical", "ptx_identical"])
+        pairs = pd.DataFrame(
+            columns=[
+                "variant_id",
+                "control_id",
+                "op",
+                "bug_class",
+                "arch",
+                "comparable",
+                "metrics_identical",
+                "ptx_identical",
+            ]
+        )
         summary = pd.DataFrame(columns=["bug_class", "arch", "n_pairs", "n_compared", "n_gate", "n_ptx_identical"])
     write_parquet(metrics, out["metrics"])
     write_parquet(pairs, out["table"])
     write_parquet(summary, out["summary"])
+    heatmap = Path(out["heatmap"])
+    written = static_figures(pairs, None, heatmap.parent, arch=f"sm_{archs[0]}") if entries else []
+    if not heatmap.exists():
+        from rescore.figures import empty_figure
+
+        empty_figure(f"no comparable (control, variant) pairs to draw ({len(pairs)} pairs)", [str(heatmap)])
+    log.info("static: %d kernels, %d pairs, figures %s", len(metrics), len(pairs), written)
+
+
+def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> None:
+    """Static metric deltas against the fuzz oracle's case-level recall per buggy variant."""
+    import shutil
+    import tempfile
+
+    from rescore.static.study import static_figures
+
+    pairs = read_parquet(table)
     ill = read_parquet(illusion_path)
-    recall = pd.DataFrame({"submission_id": ill["name"],
-                           "recall": ill["failed_cases"] / ill["total_cases"].where(ill["total_cases"] > 0)})
-    written = static_figures(pairs, recall.dropna(), Path(out["heatmap"]).parent, arch=f"sm_{(archs or [90])[0]}")
-    for key in ("heatmap", "vs_recall"):
-        if not Path(out[key]).exists():  # nothing to draw (no comparable pair): say so in the figure's place
+    recall = pd.DataFrame(
+        {"submission_id": ill["name"], "recall": ill["failed_cases"] / ill["total_cases"].where(ill["total_cases"] > 0)}
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = static_figures(pairs, recall.dropna(), tmp, arch=arch) if len(pairs) else []
+        drawn = [p for p in paths if Path(p).name == "static_delta_vs_recall.png"]
+        if drawn:
+            shutil.copyfile(drawn[0], out)
+        else:
             from rescore.figures import empty_figure
 
-            empty_figure(f"no comparable (control, variant) pairs to draw ({len(pairs)} pairs)", [out[key]])
-    log.info("static: %d kernels, %d pairs, figures %s", len(metrics), len(pairs), written)
+            empty_figure("no comparable (control, variant) pairs to draw", [out])

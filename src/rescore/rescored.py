@@ -97,9 +97,17 @@ def null_submissions(problem: Problem) -> list[Submission]:
     subs = []
     for kind in NULLS:
         source = null_candidate_source(problem, kind)
-        subs.append(Submission(name=f"null:{kind}:{problem.problem_id}", problem=problem, source=source,
-                               path=materialise(source, f"null_{kind}"), dump="null", language="torch",
-                               dtypes=("float32",)))
+        subs.append(
+            Submission(
+                name=f"null:{kind}:{problem.problem_id}",
+                problem=problem,
+                source=source,
+                path=materialise(source, f"null_{kind}"),
+                dump="null",
+                language="torch",
+                dtypes=("float32",),
+            )
+        )
     return subs
 
 
@@ -127,9 +135,15 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg, log_dir: str | No
     worker = Worker(cfg.device, cfg.budget, log_dir)
     try:
         for dump, problem in problems:
-            row: dict = {"dump": dump, "problem_id": problem.problem_id, "op": problem.op,
-                         "problem_path": problem.path, "profile": cfg.fixed_profile, "dtype": cfg.fixed_dtype,
-                         "device": cfg.device}
+            row: dict = {
+                "dump": dump,
+                "problem_id": problem.problem_id,
+                "op": problem.op,
+                "problem_path": problem.path,
+                "profile": cfg.fixed_profile,
+                "dtype": cfg.fixed_dtype,
+                "device": cfg.device,
+            }
             reasons = []
             for sub in null_submissions(problem):
                 kind = sub.name.split(":")[1]
@@ -147,8 +161,20 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg, log_dir: str | No
             log.info("problem %s: degenerate=%s (%s)", problem.problem_id, row["degenerate"], row["passing_nulls"])
     finally:
         worker.stop()
-    columns = ["dump", "problem_id", "op", "problem_path", "profile", "dtype", "device", *NULLS,
-               *[f"{k}_max_diff" for k in NULLS], "passing_nulls", "degenerate", "reason"]
+    columns = [
+        "dump",
+        "problem_id",
+        "op",
+        "problem_path",
+        "profile",
+        "dtype",
+        "device",
+        *NULLS,
+        *[f"{k}_max_diff" for k in NULLS],
+        "passing_nulls",
+        "degenerate",
+        "reason",
+    ]
     df = pd.DataFrame(rows, columns=columns)
     df["degenerate"] = df["degenerate"].astype("boolean")
     return df
@@ -170,8 +196,9 @@ def problems_of(manifests: list[str]) -> list[tuple[str, Problem]]:
     return out
 
 
-def rescored_table(illusion: pd.DataFrame, submissions: pd.DataFrame,
-                   degenerate: pd.DataFrame | None = None) -> pd.DataFrame:
+def rescored_table(
+    illusion: pd.DataFrame, submissions: pd.DataFrame, degenerate: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per dump (and `all`): claimed vs reproduced vs fuzz-flagged, and the illusion rate.
 
     The illusion rate is over the claimed-correct submissions that fuzzing could run: those the
@@ -187,17 +214,21 @@ def rescored_table(illusion: pd.DataFrame, submissions: pd.DataFrame,
     if diag_col:
         keep.append(diag_col)
     df = subs[["submission_id", "dump", "problem_id", "claimed_verdict", "ingest_error"]].merge(
-        illusion[keep].drop_duplicates("submission_id"), on="submission_id", how="left")
+        illusion[keep].drop_duplicates("submission_id"), on="submission_id", how="left"
+    )
     df["has_claim"] = df["claimed_verdict"].notna()
     claims_by_dump = df.groupby("dump")["has_claim"].any()
     df["basis"] = df["dump"].map(lambda d: "claimed" if claims_by_dump.get(d, False) else "fixed")
-    df["believed_correct"] = [(c == "correct") if b == "claimed" else (f == "pass")
-                              for c, f, b in zip(df["claimed_verdict"], df["fixed_verdict"], df["basis"])]
+    df["believed_correct"] = [
+        (c == "correct") if b == "claimed" else (f == "pass")
+        for c, f, b in zip(df["claimed_verdict"], df["fixed_verdict"], df["basis"])
+    ]
     degenerate_ids = set()
     if degenerate is not None and not degenerate.empty:
         degenerate_ids = set(degenerate.loc[degenerate["degenerate"].fillna(False).astype(bool), "problem_id"])
-    rows = [_summary(dump, g, diag_col, degenerate_ids, degenerate is not None)
-            for dump, g in df.groupby("dump", sort=True)]
+    rows = [
+        _summary(dump, g, diag_col, degenerate_ids, degenerate is not None) for dump, g in df.groupby("dump", sort=True)
+    ]
     if df["dump"].nunique() > 1:
         rows.append(_summary("all", df, diag_col, degenerate_ids, degenerate is not None))
     return pd.DataFrame(rows)

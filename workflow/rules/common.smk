@@ -24,4 +24,5 @@ ALL_OUTPUTS = [
     "results/tables/tolerances.parquet",
     "results/uncertainty.md",
     "results/tables/static.parquet",
+    "results/figures/static_delta_vs_recall.png",
 ]

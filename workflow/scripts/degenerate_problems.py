@@ -1,4 +1,5 @@
 """Shim: per problem, whether a null candidate passes the benchmark's own check."""
+
 from rescore.pipeline import setup_logging
 from rescore.rescored import write_degenerate
 

@@ -2,6 +2,5 @@
 from rescore.pipeline import setup_logging, static
 
 setup_logging(snakemake.log[0])
-static(list(snakemake.input.manifests), snakemake.input.illusion, dict(snakemake.output), snakemake.threads,
-       snakemake.params.cache,
+static(list(snakemake.input.manifests), dict(snakemake.output), snakemake.threads, snakemake.params.cache,
        list(snakemake.params.archs))

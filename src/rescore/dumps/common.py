@@ -23,17 +23,38 @@ GENERATED_DIR = Path(".rescore-cache") / "generated"
 FUZZ_DTYPES = ("float32", "float16", "bfloat16")
 
 _VERDICTS = {
-    "correct": "correct", "pass": "correct", "passed": "correct", "true": "correct", "1": "correct",
-    "yes": "correct", "ok": "correct",
-    "incorrect": "incorrect", "fail": "incorrect", "failed": "incorrect", "false": "incorrect", "0": "incorrect",
-    "no": "incorrect", "wrong": "incorrect", "mismatch": "incorrect",
-    "not_compiled": "not_compiled", "compile_error": "not_compiled", "compilation_error": "not_compiled",
-    "not compiled": "not_compiled", "build_error": "not_compiled",
+    "correct": "correct",
+    "pass": "correct",
+    "passed": "correct",
+    "true": "correct",
+    "1": "correct",
+    "yes": "correct",
+    "ok": "correct",
+    "incorrect": "incorrect",
+    "fail": "incorrect",
+    "failed": "incorrect",
+    "false": "incorrect",
+    "0": "incorrect",
+    "no": "incorrect",
+    "wrong": "incorrect",
+    "mismatch": "incorrect",
+    "not_compiled": "not_compiled",
+    "compile_error": "not_compiled",
+    "compilation_error": "not_compiled",
+    "not compiled": "not_compiled",
+    "build_error": "not_compiled",
 }
 _DTYPES = {
-    "float32": "float32", "fp32": "float32", "f32": "float32", "float": "float32",
-    "float16": "float16", "fp16": "float16", "f16": "float16", "half": "float16",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float32": "float32",
+    "fp32": "float32",
+    "f32": "float32",
+    "float": "float32",
+    "float16": "float16",
+    "fp16": "float16",
+    "f16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
 }
 
 
@@ -53,16 +74,24 @@ def ingest_error(sub: Submission) -> str | None:
     return (sub.extra or {}).get("ingest_error")
 
 
-def broken(dump: str, name: str, problem_id: str, where: str, error: str, source: str = "",
-           problem_path: str = "") -> Submission:
+def broken(
+    dump: str, name: str, problem_id: str, where: str, error: str, source: str = "", problem_path: str = ""
+) -> Submission:
     """An ingest-error row: `where` is the file at fault, `error` what is wrong with it."""
     message = f"{where}: {error}" if where else error
     log.warning("dump %s: %s (%s)", dump, message, name)
     problem_source = f"raise RuntimeError({('rescore ingest error: ' + message)!r})\n"
     problem = Problem(problem_id=problem_id, source=problem_source, path=problem_path or where, op="")
-    return BrokenSubmission(name=name, problem=problem, source=source or f"# ingest error: {message}\n",
-                            path=where, dump=dump, language="unknown", dtypes=(),
-                            extra={"ingest_error": message})
+    return BrokenSubmission(
+        name=name,
+        problem=problem,
+        source=source or f"# ingest error: {message}\n",
+        path=where,
+        dump=dump,
+        language="unknown",
+        dtypes=(),
+        extra={"ingest_error": message},
+    )
 
 
 def normalize_verdict(value) -> str | None:

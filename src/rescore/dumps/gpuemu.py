@@ -47,8 +47,16 @@ def read(name: str, spec: dict) -> list[Submission]:
             subs.append(broken(name, folder.name, f"gpuemu/{slug(folder.name)}", str(folder), str(exc)))
             continue
         if sub.name in seen:
-            subs.append(broken(name, sub.name, sub.problem.problem_id, str(folder),
-                               f"duplicate entry name {sub.name!r} (also {seen[sub.name]})", source=sub.source))
+            subs.append(
+                broken(
+                    name,
+                    sub.name,
+                    sub.problem.problem_id,
+                    str(folder),
+                    f"duplicate entry name {sub.name!r} (also {seen[sub.name]})",
+                    source=sub.source,
+                )
+            )
             continue
         seen[sub.name] = folder
         subs.append(sub)
@@ -99,8 +107,12 @@ def read_entry(dump: str, folder: Path, data: Path, root: Path, ids: ProblemIds)
         dtypes=normalize_dtypes(meta.get("dtypes")),
         provenance=f"gpuemu {meta.get('source') or ''}: {kernel_file}".strip(),
         claimed_verdict=normalize_verdict(meta.get("benchmark_verdict")),
-        extra={"kernel_path": str(kernel_file), "reference_path": str(ref_file),
-               "tolerances": meta.get("tolerances"), "requires_gpu": bool(meta.get("requires_gpu", False))},
+        extra={
+            "kernel_path": str(kernel_file),
+            "reference_path": str(ref_file),
+            "tolerances": meta.get("tolerances"),
+            "requires_gpu": bool(meta.get("requires_gpu", False)),
+        },
     )
 
 
@@ -170,17 +182,26 @@ def problem_source_of(title: str, dims: dict, inputs: list, ref_source: str) -> 
         parts = [str(t) if isinstance(t, int) else dims[t][0] for t in terms]
         return ", ".join(parts) if parts else "()"
 
-    return render(GPUEMU_PROBLEM, title=slug(title), sizes=sizes, ref_source=literal(ref_source),
-                  input_names=literal([n for n, _, _ in inputs]),
-                  params=", ".join(ident for _, ident, _ in inputs),
-                  inputs=", ".join(f"torch.randn({shape(terms)})" for _, _, terms in inputs))
+    return render(
+        GPUEMU_PROBLEM,
+        title=slug(title),
+        sizes=sizes,
+        ref_source=literal(ref_source),
+        input_names=literal([n for n, _, _ in inputs]),
+        params=", ".join(ident for _, ident, _ in inputs),
+        inputs=", ".join(f"torch.randn({shape(terms)})" for _, _, terms in inputs),
+    )
 
 
 def submission_source_of(title: str, inputs: list, kernel_source: str) -> str:
     """The KernelBench-form ModelNew of an entry (self-contained: kernel.py is embedded)."""
-    return render(GPUEMU_SUBMISSION, title=slug(title), kernel_source=literal(kernel_source),
-                  input_names=literal([n for n, _, _ in inputs]),
-                  params=", ".join(ident for _, ident, _ in inputs))
+    return render(
+        GPUEMU_SUBMISSION,
+        title=slug(title),
+        kernel_source=literal(kernel_source),
+        input_names=literal([n for n, _, _ in inputs]),
+        params=", ".join(ident for _, ident, _ in inputs),
+    )
 
 
 def tolerance_of(tolerances, where: Path) -> dict | None:

@@ -129,14 +129,23 @@ def _problems_from_parquet(path: Path, levels: set[int] | None) -> dict[Key, Pro
             out[(level, pid)] = f"{where}: {defect}"
             continue
         op = PROBLEM_FILE.match(str(row["name"]))
-        out[(level, pid)] = Problem(problem_id=f"kb/level{level}/{pid}", source=code,
-                                    path=materialise(code, "kb_problem"),
-                                    op=op.group(2) if op else str(row["name"]).removesuffix(".py"))
+        out[(level, pid)] = Problem(
+            problem_id=f"kb/level{level}/{pid}",
+            source=code,
+            path=materialise(code, "kb_problem"),
+            op=op.group(2) if op else str(row["name"]).removesuffix(".py"),
+        )
     return out
 
 
-def _read_run(dump: str, run_dir: Path, problems: dict[Key, Problem | str] | str, location: Path,
-              levels: set[int] | None, dtypes: tuple[str, ...]) -> list[Submission]:
+def _read_run(
+    dump: str,
+    run_dir: Path,
+    problems: dict[Key, Problem | str] | str,
+    location: Path,
+    levels: set[int] | None,
+    dtypes: tuple[str, ...],
+) -> list[Submission]:
     run = run_dir.name
     if not run_dir.is_dir():
         return [broken(dump, f"{run}/*", f"kb/{run}", str(run_dir), "run folder does not exist")]
@@ -147,8 +156,7 @@ def _read_run(dump: str, run_dir: Path, problems: dict[Key, Problem | str] | str
             kernels.append((int(m.group(1)), int(m.group(2)), int(m.group(3)), file))
     claims, claim_error = _read_claims(run_dir / "eval_results.json")
     if claims is not None and len({k[0] for k in kernels}) > 1:
-        log.warning("%s: eval_results.json is keyed by problem id only, but the run spans several levels",
-                    run_dir)
+        log.warning("%s: eval_results.json is keyed by problem id only, but the run spans several levels", run_dir)
     subs = []
     for level, pid, sample, file in kernels:
         name = f"{run}/level{level}/{pid}/sample{sample}"
@@ -172,9 +180,20 @@ def _read_run(dump: str, run_dir: Path, problems: dict[Key, Problem | str] | str
             extra["eval"] = {k: record.get(k) for k in ("compiled", "correctness", "runtime") if k in record}
         if claim_error:
             extra["claim_error"] = claim_error
-        subs.append(Submission(name=name, problem=problem, source=source, path=str(file), dump=dump,
-                               language=detect_language(source), dtypes=dtypes, claimed_verdict=claimed,
-                               provenance=f"KernelBench run {run}", extra=extra))
+        subs.append(
+            Submission(
+                name=name,
+                problem=problem,
+                source=source,
+                path=str(file),
+                dump=dump,
+                language=detect_language(source),
+                dtypes=dtypes,
+                claimed_verdict=claimed,
+                provenance=f"KernelBench run {run}",
+                extra=extra,
+            )
+        )
     return subs
 
 
@@ -192,10 +211,17 @@ def _read_claims(path: Path) -> tuple[dict | None, str | None]:
         return None, message
     claims: dict[str, dict[int, dict]] = {}
     for pid, value in data.items():
-        records = value if isinstance(value, list) else (
-            [value] if isinstance(value, dict) and "compiled" in value
-            else [dict(v, sample_id=v.get("sample_id", k)) for k, v in value.items() if isinstance(v, dict)]
-            if isinstance(value, dict) else [])
+        records = (
+            value
+            if isinstance(value, list)
+            else (
+                [value]
+                if isinstance(value, dict) and "compiled" in value
+                else [dict(v, sample_id=v.get("sample_id", k)) for k, v in value.items() if isinstance(v, dict)]
+                if isinstance(value, dict)
+                else []
+            )
+        )
         for i, rec in enumerate(records):
             if isinstance(rec, dict):
                 try:

@@ -46,16 +46,26 @@ def read(name: str, spec: dict) -> list[Submission]:
         rows = read_rows(path)
     except ValueError as exc:
         return [broken(name, f"{name}/*", f"{name}/*", str(path), str(exc))]
-    wanted = [c for key in ("problem_code", "submission_code", "claimed", "op", "label")
-              if (c := cols.get(key, key if key in REQUIRED else None))]
+    wanted = [
+        c
+        for key in ("problem_code", "submission_code", "claimed", "op", "label")
+        if (c := cols.get(key, key if key in REQUIRED else None))
+    ]
     wanted += _as_list(cols.get("id")) + _as_list(cols.get("keep"))
     if not rows:
         return [broken(name, f"{name}/*", f"{name}/*", str(path), "the table has no rows")]
     present = set().union(*(r.keys() for r in rows if isinstance(r, dict)))
     missing = [c for c in wanted if c not in present]
     if missing:
-        return [broken(name, f"{name}/*", f"{name}/*", str(path),
-                       f"no column(s) {missing} (columns: {sorted(present)}); fix `columns:` in the dump's config")]
+        return [
+            broken(
+                name,
+                f"{name}/*",
+                f"{name}/*",
+                str(path),
+                f"no column(s) {missing} (columns: {sorted(present)}); fix `columns:` in the dump's config",
+            )
+        ]
     ids = ProblemIds()
     problems: dict[str, Problem] = {}
     seen: dict[str, int] = {}
@@ -63,8 +73,14 @@ def read(name: str, spec: dict) -> list[Submission]:
     for i, row in enumerate(rows):
         sub = _row(name, spec, cols, path, i, row, ids, problems)
         if sub.name in seen and sub.extra.get("ingest_error") is None:
-            sub = broken(name, sub.name, sub.problem.problem_id, f"{path} row {i}",
-                         f"duplicate id {sub.name!r} (also row {seen[sub.name]})", source=sub.source)
+            sub = broken(
+                name,
+                sub.name,
+                sub.problem.problem_id,
+                f"{path} row {i}",
+                f"duplicate id {sub.name!r} (also row {seen[sub.name]})",
+                source=sub.source,
+            )
         seen.setdefault(sub.name, i)
         subs.append(sub)
     return subs
@@ -120,8 +136,9 @@ def _as_list(value) -> list[str]:
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
 
 
-def _row(dump: str, spec: dict, cols: dict, path: Path, i: int, row, ids: ProblemIds,
-         problems: dict[str, Problem]) -> Submission:
+def _row(
+    dump: str, spec: dict, cols: dict, path: Path, i: int, row, ids: ProblemIds, problems: dict[str, Problem]
+) -> Submission:
     where = f"{path} row {i}"
     if isinstance(row, _BadLine):
         return broken(dump, f"row{i}", f"{dump}/*", f"{path} line {row.lineno}", f"not valid JSON ({row.error})")
@@ -141,8 +158,12 @@ def _row(dump: str, spec: dict, cols: dict, path: Path, i: int, row, ids: Proble
     problem_id = ids(base_id, problem_code)
     problem = problems.get(problem_id)
     if problem is None:
-        problem = problems[problem_id] = Problem(problem_id=problem_id, source=problem_code, op=op or problem_id,
-                                                 path=materialise(problem_code, "pairs_problem"))
+        problem = problems[problem_id] = Problem(
+            problem_id=problem_id,
+            source=problem_code,
+            op=op or problem_id,
+            path=materialise(problem_code, "pairs_problem"),
+        )
     try:
         source, how = submission_source(code, problem_code, spec.get("function"), name)
     except PairError as exc:
@@ -150,11 +171,19 @@ def _row(dump: str, spec: dict, cols: dict, path: Path, i: int, row, ids: Proble
     label = str(row.get(cols["label"], "")).lower() if cols.get("label") else ""
     extra = {"row": i, "wrapped": how}
     extra.update({c: row.get(c) for c in _as_list(cols.get("keep"))})
-    return Submission(name=name, problem=problem, source=source, path=materialise(source, "pairs_submission"),
-                      dump=dump, language=detect_language(source), dtypes=normalize_dtypes(spec.get("dtypes")),
-                      label=label if label in ("correct", "buggy") else "unknown",
-                      claimed_verdict=normalize_verdict(row.get(cols["claimed"])) if cols.get("claimed") else None,
-                      provenance=f"{where}", extra=extra)
+    return Submission(
+        name=name,
+        problem=problem,
+        source=source,
+        path=materialise(source, "pairs_submission"),
+        dump=dump,
+        language=detect_language(source),
+        dtypes=normalize_dtypes(spec.get("dtypes")),
+        label=label if label in ("correct", "buggy") else "unknown",
+        claimed_verdict=normalize_verdict(row.get(cols["claimed"])) if cols.get("claimed") else None,
+        provenance=f"{where}",
+        extra=extra,
+    )
 
 
 def submission_source(code: str, problem_code: str, function: str | None, title: str) -> tuple[str, str]:
@@ -166,8 +195,10 @@ def submission_source(code: str, problem_code: str, function: str | None, title:
     if names is None and not is_cpp:
         if "ModelNew" in code:
             return code, "as_is"  # a broken ModelNew file: the worker records its compile_error
-        raise PairError("submission code is neither Python nor CUDA C++ (a syntax error, and no #include, "
-                        "__global__, PYBIND11_MODULE or torch::Tensor)")
+        raise PairError(
+            "submission code is neither Python nor CUDA C++ (a syntax error, and no #include, "
+            "__global__, PYBIND11_MODULE or torch::Tensor)"
+        )
     candidates = [function] if function else list(FUNCTIONS)
     if is_cpp:
         fn = next((f for f in candidates if re.search(rf"\b{re.escape(f)}\s*\(", code)), None)
@@ -175,10 +206,16 @@ def submission_source(code: str, problem_code: str, function: str | None, title:
             raise PairError(f"CUDA C++ submission defines no function named {' or '.join(candidates)}")
         cuda = code
         if "PYBIND11_MODULE" not in code:
-            cuda += ("\n#include <torch/extension.h>\n"
-                     f'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("{fn}", &{fn}); }}\n')
-        loader = render(LOAD_CUDA_FUNCTION, source=literal(cuda), function=literal(fn),
-                        ext_name=literal(f"rescore_pairs_{content_hash(cuda)}"))
+            cuda += (
+                "\n#include <torch/extension.h>\n"
+                f'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("{fn}", &{fn}); }}\n'
+            )
+        loader = render(
+            LOAD_CUDA_FUNCTION,
+            source=literal(cuda),
+            function=literal(fn),
+            ext_name=literal(f"rescore_pairs_{content_hash(cuda)}"),
+        )
         how = "cuda"
     else:
         fn = next((f for f in candidates if f in (names or set())), None)
@@ -186,5 +223,6 @@ def submission_source(code: str, problem_code: str, function: str | None, title:
             raise PairError(f"submission code defines neither ModelNew nor a function named {' or '.join(candidates)}")
         loader = render(LOAD_PYTHON_FUNCTION, source=literal(code), function=literal(fn))
         how = "function"
-    return render(FUNCTION_SUBMISSION, title=slug(title), reference_source=literal(problem_code),
-                  load_function=loader), how
+    return render(
+        FUNCTION_SUBMISSION, title=slug(title), reference_source=literal(problem_code), load_function=loader
+    ), how

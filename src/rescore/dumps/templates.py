@@ -15,7 +15,7 @@ import re
 from string import Template
 
 # Imports `text` as a module from a file in the temporary folder (written once, atomically).
-_IMPORT_TEXT = '''
+_IMPORT_TEXT = """
 def _import_text(text, tag):
     digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     folder = os.path.join(tempfile.gettempdir(), "rescore-generated")
@@ -32,13 +32,13 @@ def _import_text(text, tag):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
-'''
+"""
 
 # The wrapped code's own refusal (ValueError, TypeError, NotImplementedError raised from its own
 # frames) is re-raised from this file, so rescore reads it as `declined` as for a ModelNew file. Any
 # other such exception (an argument mismatch at the call, a library's or a C++ extension's error)
 # becomes a RuntimeError: a crash, never a refusal the wrapper made up.
-_OWN_REFUSAL = '''
+_OWN_REFUSAL = """
 _REFUSALS = (ValueError, TypeError, NotImplementedError)
 
 
@@ -53,12 +53,32 @@ def _refusal_or_crash(exc, own_file, context):
     except Exception:
         refusal = ValueError(str(exc))
     raise refusal from None
-'''
+"""
 
-RESERVED = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | {
-    "torch", "nn", "np", "json", "os", "sys", "subprocess", "base64", "hashlib", "importlib", "traceback",
-    "Model", "ModelNew", "get_inputs", "get_init_inputs", "self", "tensors", "out",
-}
+RESERVED = (
+    frozenset(dir(builtins))
+    | frozenset(keyword.kwlist)
+    | {
+        "torch",
+        "nn",
+        "np",
+        "json",
+        "os",
+        "sys",
+        "subprocess",
+        "base64",
+        "hashlib",
+        "importlib",
+        "traceback",
+        "Model",
+        "ModelNew",
+        "get_inputs",
+        "get_init_inputs",
+        "self",
+        "tensors",
+        "out",
+    }
+)
 
 
 def identifier(name: str, prefix: str) -> str:
@@ -233,21 +253,21 @@ class ModelNew(nn.Module):
             _refusal_or_crash(exc, _FN_FILE, f"called as fn(*inputs, *params) with {len(args)} arguments")
 ''')
 
-LOAD_PYTHON_FUNCTION = Template('''
+LOAD_PYTHON_FUNCTION = Template("""
 _SUBMISSION_SOURCE = $source
 _MODULE = _import_text(_SUBMISSION_SOURCE, "pairs_submission")
 _FN = getattr(_MODULE, $function)
 _FN_FILE = _MODULE.__file__
-''')
+""")
 
-LOAD_CUDA_FUNCTION = Template('''
+LOAD_CUDA_FUNCTION = Template("""
 from torch.utils.cpp_extension import load_inline
 
 _CUDA_SOURCE = $source
 _EXTENSION = load_inline(name=$ext_name, cpp_sources="", cuda_sources=_CUDA_SOURCE)
 _FN = getattr(_EXTENSION, $function)
 _FN_FILE = None  # a C++ function never refuses through Python frames
-''')
+""")
 
 
 def render(template: Template, **values) -> str:
