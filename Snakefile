@@ -1,5 +1,6 @@
 # rescore: re-score GPU kernels. Rules live in workflow/rules/, one file per stage; logic lives in src/rescore.
 include: "workflow/rules/common.smk"
+include: "workflow/rules/dumps.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/check.smk"
 include: "workflow/rules/aggregate.smk"

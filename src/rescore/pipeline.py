@@ -71,6 +71,7 @@ def run_shard(manifest: str, shard: int, shards: int, config: dict, out_cases: s
     cfg = run_config(config)
     subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
     mine = [s for s in subs if shard_of(s.submission_id, shards) == shard]
+    mine = [s for s in mine if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
     total = sum(len(plan_cases(s, cfg)) for s in mine)
     progress = Progress(total, label=f"shard {shard}: ")
     worker = Worker(cfg.device, cfg.budget, log_dir)

@@ -93,7 +93,7 @@ class Submission:
             "claimed_verdict": self.claimed_verdict,
             "source_path": self.path,
             "problem_path": self.problem.path,
-            "ingest_error": None,
+            "ingest_error": self.extra.get("ingest_error"),
         }
 
 

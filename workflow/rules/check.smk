@@ -4,6 +4,7 @@
 rule check_shard:
     input:
         manifest="results/ingest/{dump}/manifest.json",
+        builds=CUDA_BUILDS,
     output:
         cases="results/cases/{dump}/shard-{shard}.parquet",
     params:

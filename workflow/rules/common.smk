@@ -25,4 +25,7 @@ ALL_OUTPUTS = [
     "results/uncertainty.md",
     "results/tables/static.parquet",
     "results/figures/static_delta_vs_recall.png",
+    "results/tables/rescored.parquet",
+    "results/tables/degenerate.parquet",
+    "results/cuda_builds.parquet",
 ]
