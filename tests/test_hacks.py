@@ -28,8 +28,8 @@ EXPECTED: dict[str, tuple[set[str], set[str], set[str] | None]] = {
     "empty_output": ({"nonfinite"}, set(), {"mismatch"}),
     "fill_disabled": (FLAGGED, {"patched_harness"}, FLAGGED),
     "inplace_result": ({"mutated_input"}, {"aliases_input"}, PASS),
-    "cache_by_ptr": ({"mismatch"}, set(), None),
-    "cache_by_id": ({"mismatch"}, set(), None),
+    "cache_by_ptr": ({"mismatch", "bad_output"}, set(), None),  # a stale answer, maybe of another shape
+    "cache_by_id": ({"mismatch", "bad_output"}, set(), None),
     "cache_by_shape": ({"mismatch"}, set(), {"mismatch"}),
     "fallback_torch": (PASS, {"torch_fallback", "no_kernel"}, PASS),
     "plain_torch": (PASS, {"torch_fallback", "no_kernel"}, PASS),

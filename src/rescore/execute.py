@@ -179,6 +179,8 @@ class Executor:
         """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
         Called once in a worker, after the harness's own imports and before any candidate loads."""
         Launches.install()
+        gc.collect()
+        gc.freeze()  # the harness's own objects are never garbage: collections then skip them
         self.harness = Harness()
         self.threads = set(threading.enumerate())
         self.audit = audit
@@ -535,7 +537,7 @@ class Executor:
             spec = self.draw(strategy, attempt_seed, dtype, override)
             row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
             try:
-                return self._run_spec(spec, row, repeat)
+                return self._run_spec(spec, row, repeat, decoy=not override)
             except _ReferenceRejects as rejected:
                 if override:
                     return dict(row, outcome="skipped", reason=f"the float64 reference rejects this input: {rejected}")
@@ -600,12 +602,13 @@ class Executor:
         decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, name), spec.dtype, spec.sizes, spec.values, spec.layout)
         return self._lowp(self.make_inputs(decoy)[0], tdtype)
 
-    def _run_spec(self, spec: CaseSpec, row: dict, repeat: int) -> dict:
+    def _run_spec(self, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
         """The candidate runs before the reference's answer exists anywhere in the process: the
         reference first only checks that it accepts these sizes (its output is dropped), then the
         candidate runs on other values written into the very tensors of the case (a cache keyed by
         pointer, id or shape then answers for the wrong values), then on the case's values; then the
-        reference computes the truth, and the candidate runs once more on fresh copies (determinism)."""
+        reference computes the truth, and the candidate runs once more on fresh copies (determinism).
+        An explicit trigger (`override`) runs exactly as written, without the decoy call."""
         assert self.problem is not None and self.candidate is not None and self.schema is not None
         device, tdtype = self.device, torch_dtype(spec.dtype)
         inputs64, init = self.make_inputs(spec)
@@ -619,7 +622,7 @@ class Executor:
         lowp_inputs = self._lowp(inputs64, tdtype)
         cand_inputs = self._candidate_inputs(lowp_inputs, spec.layout)
         row["strides"] = json.dumps([list(x.stride()) if isinstance(x, torch.Tensor) else None for x in cand_inputs])
-        decoy = self._decoy_values(spec, tdtype, "in-place decoy")
+        decoy = self._decoy_values(spec, tdtype, "in-place decoy") if decoy else None
         guarded = digest(inputs64 + lowp_inputs)
         record = OpRecorder()
         start = time.perf_counter()
@@ -632,16 +635,17 @@ class Executor:
                 for r in range(repeat - 1):  # earlier calls on other values of the same shape
                     earlier = self._decoy_values(spec, tdtype, f"decoy{r}")
                     self._call(model, *self._candidate_inputs(earlier, spec.layout))
-                decoy_start = time.perf_counter()
-                _refill(cand_inputs, decoy)
-                try:
-                    self._call(model, *cand_inputs)
-                except Exception:  # noqa: BLE001 - judged on the case's own values below
-                    pass
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                start += time.perf_counter() - decoy_start
-                _refill(cand_inputs, lowp_inputs)
+                if decoy is not None:
+                    decoy_start = time.perf_counter()
+                    _refill(cand_inputs, decoy)
+                    try:
+                        self._call(model, *cand_inputs)
+                    except Exception:  # noqa: BLE001 - judged on the case's own values below
+                        pass
+                    if device == "cuda":
+                        torch.cuda.synchronize()
+                    start += time.perf_counter() - decoy_start
+                    _refill(cand_inputs, lowp_inputs)
                 before = _snapshot(cand_inputs)
                 guarded_before = digest(before)
                 launches = Launches.count

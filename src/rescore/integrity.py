@@ -16,6 +16,7 @@ import copyreg
 import hashlib
 import json
 import math
+import operator
 import os
 import pickle
 import sys
@@ -101,6 +102,7 @@ class Snapshot:
 
     def __init__(self, spaces: list[tuple[str, Any, bool]], deep: bool = False):
         self.spaces = [(label, obj, strict, dict(_ns(obj))) for label, obj, strict in spaces]
+        self.fast = [(tuple(saved), tuple(saved.values())) for _, _, _, saved in self.spaces]
         self.tables: list[tuple[str, Any, Any]] = []
         self.objects: list[tuple[str, Any, dict]] = []
         if deep:
@@ -119,10 +121,10 @@ class Snapshot:
     def restore(self) -> list[str]:
         """Put back every changed attribute; returns their names (empty when nothing changed)."""
         changed: list[str] = []
-        for label, obj, strict, saved in self.spaces:
+        for (label, obj, strict, saved), (keys, values) in zip(self.spaces, self.fast):
             current = _ns(obj)
-            if len(current) == len(saved) and all(current.get(k, _MISSING) is v for k, v in saved.items()):
-                continue
+            if tuple(current) == keys and all(map(operator.is_, current.values(), values)):
+                continue  # unchanged (compared in C: same names in the same order, same objects)
             for name, value in saved.items():
                 if current.get(name, _MISSING) is not value:
                     changed.append(f"{label}.{name}")
@@ -259,7 +261,8 @@ _HARNESS_ROOTS = ("rescore", "torch", "numpy", "triton", "multiprocessing", "pic
 
 
 def _harness_module(name: str) -> bool:
-    return name.split(".")[0] in _HARNESS_ROOTS
+    parts = name.split(".")
+    return parts[0] in _HARNESS_ROOTS and (parts[0] == "rescore" or len(parts) <= 2)
 
 
 def problem_snapshot(problem: types.ModuleType) -> Snapshot:

@@ -271,8 +271,8 @@ class Worker:
             found.add("forged_result")
             raise WorkerDied("crash", "the result channel carried a message the harness did not send", found)
         _, status, result = packet
-        if self.recv_conn.poll(0):  # more than one answer to one request: something else wrote too
-            found.add("forged_result")
+        if status == "ok" and self.recv_conn.poll(0) and not self._exited():
+            found.add("forged_result")  # more than one answer to one request: something else wrote too
             status = "restart"
         self.last_rss = int(result.pop("_rss", 0) or 0)
         self.peak_rss = max(self.peak_rss, self.last_rss)
@@ -282,6 +282,14 @@ class Worker:
         if found:
             result["findings"] = merge(result.get("findings"), found)
         return result
+
+    def _exited(self) -> bool:
+        """Whether the worker has ended (its closed pipe then reads as ready, with no message in it)."""
+        try:
+            self.proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def load(self, job: dict, timeout: float) -> dict:
         self.job = job
@@ -300,8 +308,8 @@ def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1)
             result = worker.request(msg, timeout)
         except WorkerDied as died:
             last = died
-            if died.outcome == "timeout":  # a hang is not retried: it would cost the timeout again
-                break
+            if died.outcome == "timeout" or "forged_result" in died.findings:
+                break  # a hang would cost the timeout again; a forgery is deliberate
             continue
         if result.get("outcome") == "oom":
             if attempt < retries:
@@ -312,7 +320,7 @@ def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1)
             )
         return result
     assert last is not None
-    retried = " (after a retry)" if retries and last.outcome == "crash" else ""
+    retried = " (after a retry)" if retries and last.outcome == "crash" and "forged_result" not in last.findings else ""
     out = {"outcome": last.outcome, "reason": last.reason + retried}
     if last.findings:
         out["findings"] = merge(last.findings)
