@@ -24,7 +24,7 @@ from rescore.runner import RunConfig, run_submission
 from rescore.sandbox import Worker
 from rescore.tables import read_parquet, write_parquet
 
-CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
+CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300, regressions=False)
 TABLES = ["results/tables/cases.parquet", "results/tables/submissions.parquet", "results/tables/illusion.parquet"]
 TIMING = ("wall_ms", "seconds", "elapsed")
 

@@ -86,7 +86,8 @@ def summarize(rows: list[dict]) -> dict:
         "fixed": fixed_doc,
         "fuzz": {
             "verdict": fuzz_verdict([r["outcome"] for r in fuzz]),
-            "cases": len(fuzz),
+            "cases": sum(r.get("purpose") != "regression" for r in fuzz),
+            "replayed": sum(r.get("purpose") == "regression" for r in fuzz),  # stored failures, run first
             "outcomes": dict(sorted(outcomes.items())),
             "skipped_reasons": dict(skipped),
             "failures": failures,
@@ -100,7 +101,8 @@ def human_summary(doc: dict, sub: Submission, device: str) -> str:
     extra = f" ({fx.get('reason')})" if fx.get("reason") else ""
     lines.append(f"  fixed-shape check ({fx.get('profile')}, 5 trials): {fx['verdict'].upper()}{extra}")
     counts = ", ".join(f"{k} {v}" for k, v in fz["outcomes"].items())
-    lines.append(f"  fuzz oracle ({fz['cases']} cases): {fz['verdict'].upper()}  [{counts}]")
+    replayed = f" + {fz['replayed']} stored failures replayed first" if fz.get("replayed") else ""
+    lines.append(f"  fuzz oracle ({fz['cases']} cases{replayed}): {fz['verdict'].upper()}  [{counts}]")
     for reason, n in fz.get("skipped_reasons", {}).items():
         lines.append(f"    skipped {n}: {reason}")
     if fz["failures"]:

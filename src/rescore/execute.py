@@ -242,9 +242,10 @@ class Executor:
             self.findings |= holds_reference(self.candidate, self.problem)
 
     def _found(self, finding: str, detail: str) -> None:
-        self.findings.add(finding)
-        if len(self.details) < 8:
+        """Record a finding, with what was seen the first time in this call (for the row's reason)."""
+        if finding not in self.findings and len(self.details) < 8:
             self.details.append(detail[:200])
+        self.findings.add(finding)
 
     def _begin(self) -> None:
         self.findings, self.details = set(), []

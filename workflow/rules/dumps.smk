@@ -13,7 +13,7 @@ rule cuda_prebuild:
     params:
         device=config["device"],
         timeout_s=1800,
-    threads: workflow.cores
+    threads: 8  # parallel CUDA builds; Snakemake caps this at --cores (profiles may set-threads)
     log:
         "results/logs/cuda_prebuild/{dump}.log",
     conda:
