@@ -1,7 +1,7 @@
 """Runs the hack corpus (tests/fixtures/hacks/) on a device, a correct control after each hack in the
 same worker, and prints one Markdown row per hack: the fixed-shape and fuzz outcomes, the findings,
 whether the control still passed, and whether that matches tests/test_hacks.py's expectations.
-Usage: `python bench/hack_corpus.py [--device cuda] [--only NAME ...]` (docs/hostile.md's table)."""
+Usage: `python bench/hack_corpus.py [--device cuda] [--only NAME ...]` (the README's hack-corpus table)."""
 
 from __future__ import annotations
 

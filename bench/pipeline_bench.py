@@ -110,6 +110,11 @@ def pipeline(args: argparse.Namespace) -> dict:
             cases_executed=int((cases["outcome"] != "skipped").sum()),
             submissions=int(cases["submission_id"].nunique()),
         )
+        fuzz = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation") & (cases["outcome"] != "skipped")]
+        per = fuzz.groupby(["submission_id", "dtype"]).size()
+        if len(per):
+            out.update(fuzz_cases_per_kernel_dtype_min=int(per.min()),
+                       fuzz_cases_per_kernel_dtype_median=float(per.median()))
     else:
         out["stderr_tail"] = r.stderr[-2000:]
     return out

@@ -69,11 +69,12 @@ def test_a_worker_killed_mid_case_is_retried_and_the_case_passes():
     assert [r["outcome"] for r in rows] == ["pass"]
 
 
-def test_a_worker_that_always_dies_is_recorded_crash_after_one_retry(worker):
+def test_a_segfault_is_recorded_crash_without_a_retry(worker):
     rows = run_submission(toy_submission("problem_scale.py", "segfault.py", dtypes=("float32",)), CFG, worker,
                           fixed=False)
     assert [r["outcome"] for r in rows] == ["crash"]
-    assert "signal 11" in rows[0]["reason"] and "(after a retry)" in rows[0]["reason"]
+    assert "signal 11" in rows[0]["reason"] and "(after a retry)" not in rows[0]["reason"]
+    assert worker.starts == 1  # the segfault repeats: no second worker was spent on it
 
 
 def test_a_corrupt_table_is_named_and_removed(tmp_path):

@@ -274,6 +274,11 @@ def problem_snapshot(problem: types.ModuleType) -> Snapshot:
     return Snapshot(spaces)
 
 
+def tensor_bytes(t: torch.Tensor) -> bytes:
+    """The values of a tensor as bytes in row-major order, whatever its strides."""
+    return t.detach().cpu().reshape(-1).clone(memory_format=torch.contiguous_format).view(torch.uint8).numpy().tobytes()
+
+
 def digest(tensors: list | None) -> str:
     """A hash of the bytes of some tensors (the reference's outputs), to notice a write into them."""
     h = hashlib.blake2b(digest_size=16)
@@ -281,5 +286,5 @@ def digest(tensors: list | None) -> str:
         if isinstance(t, torch.Tensor):
             h.update(f"{tuple(t.shape)}{t.dtype}{t.device}".encode())
             if t.numel():
-                h.update(t.detach().contiguous().cpu().view(-1).view(torch.uint8).numpy().tobytes())
+                h.update(tensor_bytes(t))
     return h.hexdigest()

@@ -52,11 +52,17 @@ MAX_RSS = int(float(os.environ.get("RESCORE_WORKER_MAX_RSS_GB", "8")) * (1 << 30
 CLAIM_SCAN_BYTES = 1 << 20
 
 
+# Deaths the candidate's own code causes (a bad pointer under the interpreter, a native abort):
+# running it again gives the same death, so the case is not retried.
+CANDIDATE_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+
+
 class WorkerDied(Exception):
-    def __init__(self, outcome: str, reason: str, findings: set[str] | None = None):
+    def __init__(self, outcome: str, reason: str, findings: set[str] | None = None, signum: int | None = None):
         super().__init__(reason)
         self.outcome, self.reason = outcome, reason
         self.findings = set(findings or ())
+        self.signum = signum  # the signal that ended the worker, if one did
 
 
 @functools.cache
@@ -263,7 +269,8 @@ class Worker:
             what = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             if code is not None and code >= 0:
                 found.add("exits")
-            raise WorkerDied("crash", f"the worker died ({what}){': ' + tail if tail else ''}", found) from exc
+            signum = -code if code is not None and code < 0 else None
+            raise WorkerDied("crash", f"the worker died ({what}){': ' + tail if tail else ''}", found, signum) from exc
         found = self._claims()
         if not (isinstance(packet, tuple) and len(packet) == 3 and packet[0] == token and isinstance(packet[2], dict)):
             self._kill()
@@ -297,7 +304,8 @@ class Worker:
 
 
 def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1) -> dict:
-    """One request; a worker that dies is restarted and the request retried `retries` times.
+    """One request; a worker that dies is restarted and the request retried `retries` times, unless
+    the death is the candidate's own (a hang, a forged answer, a segfault or abort), which repeats.
 
     Running out of memory is a fault of the run (several workers share a machine), not a verdict:
     the case is retried alone and recorded `skipped` if it still cannot fit.
@@ -308,8 +316,8 @@ def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1)
             result = worker.request(msg, timeout)
         except WorkerDied as died:
             last = died
-            if died.outcome == "timeout" or "forged_result" in died.findings:
-                break  # a hang would cost the timeout again; a forgery is deliberate
+            if died.outcome == "timeout" or "forged_result" in died.findings or died.signum in CANDIDATE_SIGNALS:
+                break  # a hang would cost the timeout again; a forgery is deliberate; a segfault repeats
             continue
         if result.get("outcome") == "oom":
             if attempt < retries:
@@ -320,7 +328,7 @@ def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1)
             )
         return result
     assert last is not None
-    retried = " (after a retry)" if retries and last.outcome == "crash" and "forged_result" not in last.findings else ""
+    retried = " (after a retry)" if attempt else ""
     out = {"outcome": last.outcome, "reason": last.reason + retried}
     if last.findings:
         out["findings"] = merge(last.findings)
