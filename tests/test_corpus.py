@@ -20,7 +20,7 @@ EXPECTED_DIAGNOSIS = {
     "nan_dropping": {"nonfinite_dropped", "scattered"},  # scattered: an integer argmax output
     "inplace_input_write": {"mutated_input"},
     "tail_mask_leak": {"constant_factor", "everywhere"},  # padding enters each row's normaliser
-    "mask_off_by_one": {"boundary_row_col", "tail_region", "everywhere"},
+    "mask_off_by_one": {"boundary_row_col", "tail_region", "everywhere", "out_of_bounds"},
 }
 
 

@@ -70,11 +70,26 @@ def test_a_worker_killed_mid_case_is_retried_and_the_case_passes():
 
 
 def test_a_segfault_is_recorded_crash_without_a_retry(worker):
+    fresh, before = worker.proc is None, worker.starts
     rows = run_submission(toy_submission("problem_scale.py", "segfault.py", dtypes=("float32",)), CFG, worker,
                           fixed=False)
     assert [r["outcome"] for r in rows] == ["crash"]
     assert "signal 11" in rows[0]["reason"] and "(after a retry)" not in rows[0]["reason"]
-    assert worker.starts == 1  # the segfault repeats: no second worker was spent on it
+    assert worker.starts - before == int(fresh)  # the segfault repeats: no second worker was spent on it
+
+
+def test_an_unmasked_kernel_fails_its_launch_and_the_worker_lives(worker):
+    """Under the interpreter an access past a tensor is stopped before it corrupts the worker's heap."""
+    cfg = RunConfig(strategies={"boundary": 4}, dtypes=("float32", "float16"), timeout_s=60, load_timeout_s=300,
+                    regressions=False)
+    run_submission(toy_submission("problem_scale.py", "scale_correct.py"), cfg, worker, fixed=False)
+    before = worker.starts
+    rows = run_submission(toy_submission("problem_scale.py", "scale_unmasked.py"), cfg, worker, fixed=False)
+    assert {r["outcome"] for r in rows} == {"crash"}, [(r["outcome"], r.get("reason")) for r in rows]
+    assert all("out-of-bounds load" in r["reason"] and "`x_ptr`" in r["reason"] for r in rows)
+    assert worker.starts == before and worker.proc is not None  # no case killed the worker
+    after = run_submission(toy_submission("problem_scale.py", "scale_correct.py"), cfg, worker, fixed=False)
+    assert {r["outcome"] for r in after} == {"pass"}
 
 
 def test_a_corrupt_table_is_named_and_removed(tmp_path):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rescore import confine
+from rescore import confine, interpreter_guard
 from rescore.findings import merge
 from rescore.inputs.layout import apply_layout
 from rescore.inputs.seeds import sub_seed
@@ -160,6 +160,8 @@ class Executor:
     def __init__(self, device: str, budget: int):
         self.device = device
         self.budget = budget
+        if device == "cpu":
+            interpreter_guard.install()  # an unmasked access fails its launch instead of corrupting the worker
         self.versions = versions(device)
         self.problem: types.ModuleType | None = None
         self.candidate: types.ModuleType | None = None
@@ -417,7 +419,9 @@ class Executor:
             return dict(row, outcome="skipped", reason=reason[:500])
         except BaseException as exc:  # noqa: BLE001
             v = self._verdict_of(exc)
-            return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start))
+            oob = "OutOfBounds" in v.reason
+            return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start),
+                        **({"diagnosis": "out_of_bounds"} if oob else {}))
         self.findings |= kernel_findings(
             self.job["submission"]["language"], ref_ops.ops, cand_ops.ops, Launches.count - launches
         )
@@ -671,7 +675,9 @@ class Executor:
             if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
                 raise
             v = self._verdict_of(exc)
-            return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start))
+            oob = "OutOfBounds" in v.reason
+            return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start),
+                        **({"diagnosis": "out_of_bounds"} if oob else {}))
         row["wall_ms"] = 1e3 * (time.perf_counter() - start)
         launches = Launches.count - launches
         if digest(inputs64 + lowp_inputs) != guarded or digest(before) != guarded_before:

@@ -13,8 +13,9 @@ Kinds (one per case, the first that fits, in this order):
   magnitude_dependent mismatches only among the largest magnitudes of the reference
   everywhere          (almost) every element is wrong, with no simpler pattern
   scattered           none of the above
-Submission-level kinds (`growing_with_reduction`, `nondeterministic`) are added by the executor
-and the study.
+Kinds the executor adds: `out_of_bounds` (a crash: under the interpreter a load or store outside
+every tensor argument, stopped by `interpreter_guard.py`), and the submission-level
+`growing_with_reduction` and `nondeterministic` (with the study).
 """
 
 from __future__ import annotations
