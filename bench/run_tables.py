@@ -73,11 +73,21 @@ def tolerances(results: Path) -> str:
     return out.to_markdown(index=False)
 
 
+def static(results: Path) -> str:
+    from rescore.static.study import class_summary
+
+    summary = class_summary(pd.read_parquet(results / "tables" / "static.parquet"))
+    cols = ["bug_class", "arch", "n_pairs", "n_gate", "n_ptx_identical", "n_same_metrics_other_ptx"]
+    arch = "sm_90" if (summary["arch"] == "sm_90").any() else summary["arch"].iloc[0]
+    return summary[summary["arch"] == arch][cols].to_markdown(index=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)
     args = parser.parse_args()
-    for title, table in (("Verdicts", verdicts), ("Strategies", strategies), ("Tolerances", tolerances)):
+    for title, table in (("Verdicts", verdicts), ("Strategies", strategies), ("Tolerances", tolerances),
+                         ("Static gate per bug class (n_gate: some PTX metric differs)", static)):
         print(f"### {title}\n\n{table(args.results)}\n")
 
 
