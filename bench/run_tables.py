@@ -39,38 +39,28 @@ def verdicts(results: Path) -> str:
     return text
 
 
+def _rate_columns(t: pd.DataFrame, columns: dict[str, str]) -> dict[str, list[str]]:
+    """{header: "k/n (rate%, lo-hi)" per row} for the given {header: metric prefix} of a study table."""
+    return {
+        header: [_rate(*r) for r in zip(t[f"{m}_k"], t[f"{m}_n"], t[f"{m}_lo"], t[f"{m}_hi"])]
+        for header, m in columns.items()
+    }
+
+
+RATES = {"buggy kernels found": "kernel_recall", "failing cases": "case_recall",
+         "control cases flagged (FP)": "case_fp"}
+
+
 def strategies(results: Path) -> str:
     t = pd.read_parquet(results / "tables" / "strategies.parquet")
-    out = pd.DataFrame(
-        {
-            "strategy": t["strategy"],
-            "buggy kernels found": [_rate(*r) for r in zip(t.kernel_recall_k, t.kernel_recall_n, t.kernel_recall_lo,
-                                                           t.kernel_recall_hi)],
-            "failing cases": [_rate(*r) for r in zip(t.case_recall_k, t.case_recall_n, t.case_recall_lo,
-                                                     t.case_recall_hi)],
-            "control cases flagged (FP)": [_rate(*r) for r in zip(t.case_fp_k, t.case_fp_n, t.case_fp_lo,
-                                                                  t.case_fp_hi)],
-            "controls flagged": [_rate(*r) for r in zip(t.kernel_fp_k, t.kernel_fp_n, t.kernel_fp_lo, t.kernel_fp_hi)],
-        }
-    )
-    return out.to_markdown(index=False)
+    rates = _rate_columns(t, {**RATES, "controls flagged": "kernel_fp"})
+    return pd.DataFrame({"strategy": t["strategy"], **rates}).to_markdown(index=False)
 
 
 def tolerances(results: Path) -> str:
     t = pd.read_parquet(results / "tables" / "tolerances.parquet")
     name = [p if pd.isna(m) else f"{p} x{m:g}" for p, m in zip(t["policy"], t["multiplier"])]
-    out = pd.DataFrame(
-        {
-            "policy": name,
-            "buggy kernels found": [_rate(*r) for r in zip(t.kernel_recall_k, t.kernel_recall_n, t.kernel_recall_lo,
-                                                           t.kernel_recall_hi)],
-            "failing cases": [_rate(*r) for r in zip(t.case_recall_k, t.case_recall_n, t.case_recall_lo,
-                                                     t.case_recall_hi)],
-            "control cases flagged (FP)": [_rate(*r) for r in zip(t.case_fp_k, t.case_fp_n, t.case_fp_lo,
-                                                                  t.case_fp_hi)],
-        }
-    )
-    return out.to_markdown(index=False)
+    return pd.DataFrame({"policy": name, **_rate_columns(t, RATES)}).to_markdown(index=False)
 
 
 def static(results: Path) -> str:
