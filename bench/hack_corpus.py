@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*")
     args = parser.parse_args(argv)
     cfg = RunConfig(device=args.device, strategies={"default": 1}, dtypes=("float32",), timeout_s=60,
-                    load_timeout_s=600, regressions=False)
+                    load_timeout_s=600)
     hang = RunConfig(**{**HANG_CFG.__dict__, "device": args.device})
     worker = Worker(args.device, cfg.budget)
     print(f"device {args.device}; network isolation: {' '.join(network_isolation()) or 'audit hook only'}")

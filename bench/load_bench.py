@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--cases", type=int, default=2, help="fuzz cases per submission (plus the fixed check)")
     parser.add_argument("--json", help="write the summary here too")
     args = parser.parse_args(argv)
-    cfg = RunConfig(strategies={"default": args.cases}, dtypes=("float32",), timeout_s=60, load_timeout_s=300,
-                    regressions=False)
+    cfg = RunConfig(strategies={"default": args.cases}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
     with tempfile.TemporaryDirectory(prefix="rescore-bench-") as tmp:
         subs = generate(Path(tmp), args.n)
         worker = Worker("cpu", cfg.budget, str(Path(tmp) / "logs"))

@@ -9,7 +9,7 @@ from rescore.shrink import shrink_failure
 
 
 def test_stored_failures_are_replayed_first(worker):
-    cfg = RunConfig(strategies={"default": 4}, dtypes=("float32",))
+    cfg = RunConfig(strategies={"default": 4}, dtypes=("float32",), regressions=True)
     sub = toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",))
     first = run_submission(sub, cfg, worker, fixed=False)
     assert not [r for r in first if r["purpose"] == "regression"]
@@ -20,7 +20,7 @@ def test_stored_failures_are_replayed_first(worker):
 
 
 def test_shrunk_counterexample_still_fails_and_is_no_larger(worker):
-    cfg = RunConfig(strategies={"default": 6}, dtypes=("float32",), regressions=False)
+    cfg = RunConfig(strategies={"default": 6}, dtypes=("float32",))
     sub = toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",))
     rows = run_submission(sub, cfg, worker, fixed=False)
     failure = next(r for r in rows if r["outcome"] in ("mismatch", "nonfinite"))
@@ -34,7 +34,7 @@ def test_shrunk_counterexample_still_fails_and_is_no_larger(worker):
 
 
 def test_diagnosis_names_the_pattern(worker):
-    cfg = RunConfig(strategies={"boundary": 6}, dtypes=("float32",), regressions=False)
+    cfg = RunConfig(strategies={"boundary": 6}, dtypes=("float32",))
     rows = run_submission(toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",)), cfg,
                           worker, fixed=False)
     failing = [r for r in rows if r["outcome"] != "pass"]

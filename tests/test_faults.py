@@ -24,7 +24,7 @@ from rescore.runner import RunConfig, run_submission
 from rescore.sandbox import Worker
 from rescore.tables import read_parquet, write_parquet
 
-CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300, regressions=False)
+CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
 TABLES = ["results/tables/cases.parquet", "results/tables/submissions.parquet", "results/tables/illusion.parquet"]
 TIMING = ("wall_ms", "seconds", "elapsed")
 
@@ -80,8 +80,7 @@ def test_a_segfault_is_recorded_crash_without_a_retry(worker):
 
 def test_an_unmasked_kernel_fails_its_launch_and_the_worker_lives(worker):
     """Under the interpreter an access past a tensor is stopped before it corrupts the worker's heap."""
-    cfg = RunConfig(strategies={"boundary": 4}, dtypes=("float32", "float16"), timeout_s=60, load_timeout_s=300,
-                    regressions=False)
+    cfg = RunConfig(strategies={"boundary": 4}, dtypes=("float32", "float16"), timeout_s=60, load_timeout_s=300)
     run_submission(toy_submission("problem_scale.py", "scale_correct.py"), cfg, worker, fixed=False)
     before = worker.starts
     rows = run_submission(toy_submission("problem_scale.py", "scale_unmasked.py"), cfg, worker, fixed=False)

@@ -16,9 +16,8 @@ from rescore.problem import Submission
 from rescore.runner import RunConfig, run_submission
 
 HACKS = REPO / "tests" / "fixtures" / "hacks"
-CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=30, load_timeout_s=300, regressions=False)
-HANG_CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=3, load_timeout_s=300,
-                     regressions=False)
+CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=30, load_timeout_s=300)
+HANG_CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=3, load_timeout_s=300)
 FLAGGED = set(FLAGGING)
 PASS = {"pass"}
 

@@ -22,7 +22,7 @@ from rescore.runner import RunConfig, run_submission
 from rescore.tables import write_parquet
 
 MALFORMED = REPO / "tests" / "fixtures" / "malformed"
-CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300, regressions=False)
+CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
 CONTROL = toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",))
 
 # submission file -> (outcome of every row, words the reason must hold)

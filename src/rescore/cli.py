@@ -26,6 +26,7 @@ def _config(args: argparse.Namespace):
         fixed_profile=args.profile,
         timeout_s=args.timeout,
         budget=budget,
+        regressions=True,  # a developer's loop: what failed last time is run first
     )
 
 

@@ -51,6 +51,12 @@ class NeedsRestart(Exception):
 class Verdict:
     outcome: str
     reason: str = ""
+    diagnosis: str | None = None  # set when the failure itself says why (an out-of-bounds access)
+
+    def row(self, row: dict, start: float) -> dict:
+        """`row` completed as a failed call that began at perf_counter() `start`."""
+        extra = {"diagnosis": self.diagnosis} if self.diagnosis else {}
+        return dict(row, outcome=self.outcome, reason=self.reason, wall_ms=1e3 * (time.perf_counter() - start), **extra)
 
 
 def versions(device: str) -> str:
@@ -120,6 +126,8 @@ def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdic
         return Verdict("oom", text)
     if _is_cuda_failure(exc):
         return Verdict("crash", text + _where(exc))
+    if isinstance(exc.__cause__, interpreter_guard.OutOfBounds):  # the interpreter wraps kernel errors
+        return Verdict("crash", text + _where(exc), "out_of_bounds")
     if module.startswith("triton") and ("Compilation" in name or "OutOfResources" in name):
         return Verdict("compile_error", text)
     if isinstance(exc, REFUSALS) and candidate_file:
@@ -418,10 +426,7 @@ class Executor:
             reason = f"problem {self.job['problem']['path']}: the reference failed at its own sizes: {exc}"
             return dict(row, outcome="skipped", reason=reason[:500])
         except BaseException as exc:  # noqa: BLE001
-            v = self._verdict_of(exc)
-            oob = "OutOfBounds" in v.reason
-            return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start),
-                        **({"diagnosis": "out_of_bounds"} if oob else {}))
+            return self._verdict_of(exc).row(row, start)
         self.findings |= kernel_findings(
             self.job["submission"]["language"], ref_ops.ops, cand_ops.ops, Launches.count - launches
         )
@@ -674,10 +679,7 @@ class Executor:
         except BaseException as exc:  # noqa: BLE001
             if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
                 raise
-            v = self._verdict_of(exc)
-            oob = "OutOfBounds" in v.reason
-            return dict(row, outcome=v.outcome, reason=v.reason, wall_ms=1e3 * (time.perf_counter() - start),
-                        **({"diagnosis": "out_of_bounds"} if oob else {}))
+            return self._verdict_of(exc).row(row, start)
         row["wall_ms"] = 1e3 * (time.perf_counter() - start)
         launches = Launches.count - launches
         if digest(inputs64 + lowp_inputs) != guarded or digest(before) != guarded_before:

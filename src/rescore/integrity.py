@@ -276,7 +276,10 @@ def problem_snapshot(problem: types.ModuleType) -> Snapshot:
 
 def tensor_bytes(t: torch.Tensor) -> bytes:
     """The values of a tensor as bytes in row-major order, whatever its strides."""
-    return t.detach().cpu().reshape(-1).clone(memory_format=torch.contiguous_format).view(torch.uint8).numpy().tobytes()
+    flat = t.detach().cpu().reshape(-1)  # a view when the tensor is dense, else a copy
+    if flat.stride(0) != 1:  # a one-element tensor keeps any stride, and a byte view needs 1
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    return flat.view(torch.uint8).numpy().tobytes()
 
 
 def digest(tensors: list | None) -> str:

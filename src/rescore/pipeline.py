@@ -51,10 +51,7 @@ def run_config(config: dict) -> RunConfig:
         calibration=dict(config.get("calibration", {}).get("strategies", {})),
         timeout_s=float(config.get("timeout_s", 120)),
         budget=int(config["budget"][device]),
-        # The tables are a function of the config and the dumps: stored failures from earlier runs
-        # (the `rescore check` habit) would add rows, and a resumed run would differ from a whole one.
-        regressions=False,
-    )
+    )  # no stored-failure replay: the tables depend on the config and the dumps alone
 
 
 def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> None:

@@ -29,7 +29,7 @@ class RunConfig:
     fixed_dtype: str = "float32"
     calibration: dict[str, int] = field(default_factory=dict)  # strategy -> cases on calibration seeds
     timeout_s: float = 120.0
-    regressions: bool = True  # replay a submission's stored failures first (regressions.py)
+    regressions: bool = False  # replay a submission's stored failures first (regressions.py): `rescore check`
     load_timeout_s: float = 600.0
     budget: int = 1 << 15  # elements of the largest input tensor
 

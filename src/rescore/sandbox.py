@@ -266,10 +266,10 @@ class Worker:
             tail = self._tail()
             found = self._claims()
             self._close()
-            what = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            signum = -code if code is not None and code < 0 else None
+            what = f"signal {signum}" if signum else f"exit code {code}"
             if code is not None and code >= 0:
                 found.add("exits")
-            signum = -code if code is not None and code < 0 else None
             raise WorkerDied("crash", f"the worker died ({what}){': ' + tail if tail else ''}", found, signum) from exc
         found = self._claims()
         if not (isinstance(packet, tuple) and len(packet) == 3 and packet[0] == token and isinstance(packet[2], dict)):
