@@ -3,7 +3,7 @@
 python bench/pipeline_bench.py throughput [--device cuda] [--workers 8] [--cases 400] [--entry relu_triton]
     fuzz cases per second for one kernel, float64 reference included, several workers at once
     (the H200 target: >= 500 cases/s for an elementwise kernel at sizes up to 1M elements)
-python bench/pipeline_bench.py pipeline [--cores 8] [--profile local]
+python bench/pipeline_bench.py pipeline [--cores 8] [--profile local] [--snakemake-args "..."]
     wall time of `snakemake --cores N all` from a clean results folder (targets: CPU < 15 min, H200 < 3 min)
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,7 @@ def pipeline(args: argparse.Namespace) -> dict:
     ]
     if args.profile:
         cmd += ["--profile", str(REPO / "config" / "profiles" / args.profile)]
+    cmd += shlex.split(args.snakemake_args)
     start = time.perf_counter()
     r = subprocess.run(cmd + ["all"], capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -97,6 +99,7 @@ def pipeline(args: argparse.Namespace) -> dict:
         "bench": "pipeline",
         "cores": args.cores,
         "profile": args.profile,
+        "snakemake_args": args.snakemake_args,
         "wall_s": wall,
         "ok": r.returncode == 0,
         "results": str(work / "results"),
@@ -135,6 +138,7 @@ def main() -> None:
     p = sub.add_parser("pipeline", parents=[common])
     p.add_argument("--cores", type=int, default=8)
     p.add_argument("--profile", default="")
+    p.add_argument("--snakemake-args", default="", help='more snakemake options, e.g. "--set-threads cuda_prebuild=16"')
     args = parser.parse_args()
     result = throughput(args) if args.bench == "throughput" else pipeline(args)
     print(json.dumps(result, indent=2))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
-import zlib
 from pathlib import Path
 
 import pandas as pd
 
+from rescore import shards as shards_
 from rescore.dumps import read_dump
 from rescore.problem import submission_from_dict, submission_to_dict
 from rescore.runner import Progress, RunConfig, plan_cases, resolve_device, run_submission
@@ -62,15 +63,12 @@ def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> No
     log.info("dump %s: %d submissions", name, len(subs))
 
 
-def shard_of(submission_id: str, shards: int) -> int:
-    return zlib.crc32(submission_id.encode()) % shards
-
-
 def run_shard(manifest: str, shard: int, shards: int, config: dict, out_cases: str, log_dir: str) -> None:
     """Run every submission of one shard; write its case rows."""
     cfg = run_config(config)
     subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
-    mine = [s for s in subs if shard_of(s.submission_id, shards) == shard]
+    assignment = shards_.assign([s.submission_id for s in subs], shards)
+    mine = [s for s in subs if assignment[s.submission_id] == shard]
     mine = [s for s in mine if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
     total = sum(len(plan_cases(s, cfg)) for s in mine)
     progress = Progress(total, label=f"shard {shard}: ")
@@ -108,11 +106,10 @@ def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
     from rescore.study import failures_table
 
     table = failures_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"))
-    subs = read_parquet(submissions, "submissions").set_index("submission_id")
+    dump_of = read_parquet(submissions, "submissions").set_index("submission_id")["dump"].to_dict()
     folder = Path(reproducers)
     folder.mkdir(parents=True, exist_ok=True)
     for row in table.to_dict("records"):
-        sub = subs.loc[row["submission_id"]]
         doc = {
             "failure_id": row["failure_id"],
             "submission": {
@@ -123,7 +120,7 @@ def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
                 "problem_path": row["problem_path"],
                 "label": row["label"],
                 "bug_class": row["bug_class"],
-                "dump": sub["dump"],
+                "dump": dump_of[row["submission_id"]],
             },
             "case": {
                 k: row.get(k)
@@ -169,15 +166,16 @@ def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
     write_parquet(table, out, "failures")
 
 
-def shrink(failures_path: str, manifests: list[str], config: dict, out: str, workers: int = 2) -> None:
+def shrink(cases: str, submissions: str, manifests: list[str], config: dict, out: str, workers: int = 2) -> None:
     """Shrink the first fuzz failure of every flagged submission to a minimal counterexample."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rescore.shrink import shrink_failure
+    from rescore.study import failures_table
 
     cfg = run_config(config)
     subs = {s.submission_id: s for m in manifests for s in map(submission_from_dict, json.loads(Path(m).read_text()))}
-    table = read_parquet(failures_path, "failures")
+    table = failures_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"))
     fuzz = table[(table["oracle"] == "fuzz") & (table["purpose"] == "evaluation")]
     firsts = fuzz.sort_values(["submission_id", "strategy", "dtype", "case_index"]).groupby("submission_id").head(1)
     todo = [r for r in firsts.to_dict("records") if r["submission_id"] in subs]
@@ -313,7 +311,10 @@ def static(
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     entries = [as_entry(s) for s in subs if s.language == "triton"]
     archs = list(archs or (90, 80))
-    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads))
+    # no more compile workers than cores: each imports torch and triton (seconds) before its first job
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    parallel = max(1, min(threads, cores))
+    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=parallel)
     if entries:
         pairs = paired_deltas(metrics, entries)
         summary = class_summary(pairs)

@@ -130,7 +130,7 @@ class Worker:
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["TMPDIR"] = self.scratch
-        env.setdefault("OMP_NUM_THREADS", "1")
+        env["OMP_NUM_THREADS"] = "1"  # one core per worker (Snakemake sets it to the job's threads)
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # torch.compile in-process: no pool to sweep
         env.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
         from rescore.cuda_build import cache_root

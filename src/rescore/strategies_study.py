@@ -10,9 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rescore.outcomes import FLAGGING
-from rescore.study import wilson
-
-GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
+from rescore.study import observable, wilson
 
 
 def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
@@ -23,8 +21,7 @@ def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | Non
     df = df[df["label"].isin(["correct", "buggy"])].copy()
     if seeds is not None:
         df = df[df["case_index"] < seeds]
-    on_cpu = df["device"] == "cpu"
-    df = df[~(on_cpu & df["bug_class"].isin(GPU_ONLY_CLASSES))]
+    df = observable(df)
     df["flagged"] = df["outcome"].isin(FLAGGING)
     return df
 

@@ -10,6 +10,17 @@ import pandas as pd
 
 from rescore.outcomes import FLAGGING
 
+GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
+"""Bug classes only a GPU can show: the interpreter runs program instances one after another (no
+race) and its sizes stay far below 2**31 elements (no 32-bit offset overflow). Under the
+interpreter such a variant computes correctly, so a study whose cases ran on the CPU leaves them
+out of recall: flagging one there would flag correct arithmetic."""
+
+
+def observable(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows (cases with `device` and `bug_class`) whose bug can show where the case ran."""
+    return df[~((df["device"] == "cpu") & df["bug_class"].isin(GPU_ONLY_CLASSES))]
+
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     """95% Wilson score interval for k successes in n trials ((nan, nan) when n == 0)."""

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import pandas as pd
 
-from rescore.strategies_study import GPU_ONLY_CLASSES
+from rescore.study import GPU_ONLY_CLASSES
 
 
 def upper_bound(failures: int, n: int, confidence: float = 0.95) -> float:

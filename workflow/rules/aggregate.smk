@@ -61,8 +61,9 @@ rule illusion_table:
 
 
 rule shrink_failures:
-    input:
-        failures="results/failures/failures.parquet",
+    input:  # the cases, not failures.parquet: it starts as soon as the checks are done
+        cases="results/tables/cases.parquet",
+        submissions="results/tables/submissions.parquet",
         manifests=expand("results/ingest/{dump}/manifest.json", dump=DUMPS),
     output:
         report("results/failures/shrunk.parquet", category="Failures", caption="../report/tables.rst"),
@@ -70,6 +71,7 @@ rule shrink_failures:
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
                                     "budget", "timeout_s")},
     threads: 2
+    priority: 10  # the longest of the jobs after the checks: start it first
     log:
         "results/logs/aggregate/shrink.log",
     conda:

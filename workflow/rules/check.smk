@@ -12,6 +12,7 @@ rule check_shard:
         shards=len(SHARDS),
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
                                     "budget", "timeout_s")},
+    threads: SHARD_THREADS
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
     log:

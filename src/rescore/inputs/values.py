@@ -58,6 +58,17 @@ def _nan_sprinkled(shape, gen, dtype):
     return _sprinkle(_normal(shape, gen, dtype), gen, [float("nan")], 0.01)
 
 
+def _nan_few(shape, gen, dtype):
+    """Normal values with one to three NaN (one per 4096 elements, at most three). A NaN reaches
+    every output it feeds (a whole row of a softmax, a head of attention), so ~1% NaN leaves nothing
+    finite to compare and hides every other bug; a few test that NaN propagates and leave the rest
+    of the output to be checked as in `normal`."""
+    n = 1
+    for d in shape:
+        n *= d
+    return _sprinkle(_normal(shape, gen, dtype), gen, [float("nan")], min(3, max(1, n // 4096)) / max(n, 1))
+
+
 def _special(shape, gen, dtype):
     """NaN, ±Inf, ±0, subnormals, huge and tiny magnitudes, and pairs that cancel."""
     info = torch.finfo(dtype)
@@ -113,10 +124,11 @@ VALUE_CLASSES: dict[str, Sampler] = {
     "small_integers": _small_integers,
     "sparse": _sparse,
     "nan_sprinkled": _nan_sprinkled,
+    "nan_few": _nan_few,
     "special": _special,
 }
 
-NONFINITE_CLASSES = frozenset({"nan_sprinkled", "special"})
+NONFINITE_CLASSES = frozenset({"nan_sprinkled", "nan_few", "special"})
 
 
 def fill(

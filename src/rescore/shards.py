@@ -1,0 +1,41 @@
+"""Which check shard runs which submission: balanced by each submission's expected cost.
+
+A run's wall time is that of its slowest shard. Under the Triton interpreter one submission can cost
+50 times another (a rank-1 matmul that loops over K against a ReLU), so dealing submissions out by
+hash left one shard running alone for minutes after the others were done. Shards are filled
+longest-first (each submission, most expensive first, to the shard with the least work so far)
+from the costs a previous run measured (`COSTS`, written by `bench/shard_costs.py`). A submission the
+file does not list (a new dump, a new entry) counts as the median cost. The assignment depends only
+on the manifest and that file, never on the machine, so a resumed run gives every shard the same
+submissions. Which shard runs a submission changes no result, only when it is done.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+COSTS = Path(__file__).parent / "corpus" / "shard_costs.json"
+
+
+def load_costs(path: Path = COSTS) -> dict[str, float]:
+    """submission_id -> seconds, or {} when there is no such file."""
+    try:
+        return {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None) -> dict[str, int]:
+    """submission_id -> shard index in [0, shards)."""
+    costs = load_costs() if costs is None else costs
+    known = [costs[s] for s in submission_ids if s in costs]
+    default = statistics.median(known) if known else 1.0
+    load = [0.0] * shards
+    out: dict[str, int] = {}
+    for sid in sorted(set(submission_ids), key=lambda s: (-costs.get(s, default), s)):
+        shard = min(range(shards), key=lambda i: (load[i], i))
+        out[sid] = shard
+        load[shard] += costs.get(sid, default)
+    return out

@@ -1,0 +1,44 @@
+"""Shard assignment: every submission in exactly one shard, the expected work balanced, the same
+answer on every call, and a submission without a recorded cost counted as the median."""
+
+from __future__ import annotations
+
+import json
+
+from rescore.corpus.catalog import load_corpus
+from rescore.shards import COSTS, assign, load_costs
+
+
+def test_every_submission_lands_in_exactly_one_shard_and_the_work_is_balanced():
+    costs = {f"s{i}": float(c) for i, c in enumerate([50, 40, 30, 20, 10, 10, 5, 5, 5, 5, 1, 1])}
+    shards = assign(list(costs), 3, costs)
+    assert sorted(shards) == sorted(costs) and set(shards.values()) == {0, 1, 2}
+    load = [sum(c for s, c in costs.items() if shards[s] == k) for k in range(3)]
+    assert max(load) - min(load) <= 5  # longest-first fill: within the smallest cost but one
+    hashed = [sum(c for i, c in enumerate(costs.values()) if i % 3 == k) for k in range(3)]
+    assert max(load) < max(hashed)
+
+
+def test_the_assignment_is_the_same_whatever_the_order_of_the_manifest():
+    costs = {f"s{i}": float(i % 7) for i in range(40)}
+    ids = list(costs)
+    assert assign(ids, 8, costs) == assign(list(reversed(ids)), 8, costs)
+
+
+def test_a_submission_without_a_recorded_cost_counts_as_the_median():
+    costs = {"a": 1.0, "b": 2.0, "c": 100.0}
+    shards = assign(["a", "b", "c", "new1", "new2"], 2, costs)
+    assert shards["new1"] == shards["new2"] != shards["c"]  # each counts 2: both go beside the 2, not the 100
+    assert assign(["x", "y", "z"], 2, {}) == {"x": 0, "y": 1, "z": 0}  # no costs at all: dealt in turn
+
+
+def test_the_recorded_costs_cover_the_built_in_corpus(tmp_path):
+    costs = load_costs()
+    ids = {s.submission_id for s in load_corpus()}
+    assert COSTS.is_file() and len(ids & set(costs)) >= 0.9 * len(ids)
+    assert all(v >= 0 for v in costs.values())
+    bad = tmp_path / "costs.json"
+    bad.write_text("{not json")
+    assert load_costs(bad) == {}
+    bad.write_text(json.dumps({"a": 3}))
+    assert load_costs(bad) == {"a": 3.0}
