@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from rescore.corpus.catalog import load_corpus
-from rescore.shards import COSTS, assign, load_costs
+from rescore.shards import COSTS, assign, load_costs, machine_cores, shard_threads
 
 
 def test_every_submission_lands_in_exactly_one_shard_and_the_work_is_balanced():
@@ -42,3 +42,9 @@ def test_the_recorded_costs_cover_the_built_in_corpus(tmp_path):
     assert load_costs(bad) == {}
     bad.write_text(json.dumps({"a": 3}))
     assert load_costs(bad) == {"a": 3.0}
+
+
+def test_a_shard_claims_its_share_of_cores_when_asked_for_more_than_the_machine_has():
+    cores = machine_cores()
+    assert shard_threads(None) == 1 and shard_threads(cores) == 1
+    assert shard_threads(4 * cores) == 4  # `--cores 8` on 2 cores: 2 shards at a time

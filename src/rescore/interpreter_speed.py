@@ -27,8 +27,9 @@ from typing import Any
 
 
 def install() -> bool:
-    """Replace the interpreter's builtin scan by the memoized one (once per process). False when this
-    Triton's interpreter does not have the expected function (then nothing changes)."""
+    """Memoize the builtin scan and the dtype table, and drop the dead overflow check (once per
+    process). False when this Triton's interpreter does not have the expected functions (then nothing
+    changes)."""
     try:
         import triton.language as tl
         from triton.runtime import interpreter as interp

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -311,10 +310,7 @@ def static(
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     entries = [as_entry(s) for s in subs if s.language == "triton"]
     archs = list(archs or (90, 80))
-    # no more compile workers than cores: each imports torch and triton (seconds) before its first job
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    parallel = max(1, min(threads, cores))
-    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=parallel)
+    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads))
     if entries:
         pairs = paired_deltas(metrics, entries)
         summary = class_summary(pairs)

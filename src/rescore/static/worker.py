@@ -141,7 +141,11 @@ def run_jobs(
     """
     if not jobs:
         return []
-    parallel = max(1, min(parallel or os.cpu_count() or 1, len(jobs)))
+    from rescore.shards import machine_cores
+
+    # no more workers than cores: each imports torch and triton (seconds) before its first job
+    cores = machine_cores()
+    parallel = max(1, min(parallel or cores, cores, len(jobs)))
     chunks: list[list[tuple[int, dict]]] = [[] for _ in range(parallel)]
     for i, job in enumerate(jobs):
         chunks[i % parallel].append((i, job))
