@@ -1,24 +1,28 @@
 """Where a fuzz case's time goes: the harness's phases timed in-process, per case, for some corpus
 entries on one device.
 
-python bench/case_phases.py [--device cpu|cuda] [--cases 32] [--budget N] relu_triton softmax_triton ...
+python bench/case_phases.py [--device cpu|cuda] [--cases 32] [--budget N] [--profile N] relu_triton ...
 
 Runs the Executor the way a worker does (armed: the harness's snapshots are checked after every
 candidate call) and prints, per entry, milliseconds per case in total and in each phase. Phases nest
 (`_call` runs inside `_rerun`, `digest` inside `_run_spec`), so they do not add up to the total.
+With `--profile N` it also runs the cases under cProfile and prints the N functions with the most
+time of their own.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import functools
 import inspect
 import json
 import os
+import pstats
 import time
 
 PHASES = ["draw", "make_inputs", "_reference", "_lowp", "_candidate_inputs", "_decoy_values", "_scrub",
-          "_call", "_police", "_judge", "_rerun", "_compare_runs"]
+          "_call", "_police", "_judge", "_rerun", "_judge_rerun"]
 FUNCTIONS = ["digest", "inputs_hash", "_snapshot", "output_findings", "kernel_findings"]
 
 
@@ -29,6 +33,7 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=32)
     parser.add_argument("--budget", type=int, default=0, help="0: the device's default")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--profile", type=int, default=0, help="print the N functions with most own time")
     args = parser.parse_args()
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
@@ -71,17 +76,36 @@ def main() -> None:
         spent.clear()
         start = time.perf_counter()
         outcomes: dict[str, int] = {}
+        elements = 0
         for i in range(args.cases):
             row = executor.run_case("default", 1000 + i, args.dtype, None)
             outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + 1
+            elements += max((_numel(s) for s in json.loads(row.get("shapes") or "[]")), default=0)
         total = time.perf_counter() - start
+        if args.profile:
+            harness, executor.harness = executor.harness, None  # its restore would switch the profiler off
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for i in range(args.cases):
+                executor.run_case("default", 1000 + i, args.dtype, None)
+            profiler.disable()
+            executor.harness = harness
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
         print(json.dumps({
             "entry": entry, "device": args.device, "budget": budget, "cases": args.cases, "outcomes": outcomes,
+            "mean_largest_input": round(elements / args.cases),
             "ms_per_case": round(1e3 * total / args.cases, 2),
             "phases_ms_per_case": {
                 k: round(1e3 * v / args.cases, 2) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])
             },
         }), flush=True)
+
+
+def _numel(shape: list | None) -> int:
+    n = 1
+    for d in shape or [0]:
+        n *= d
+    return n
 
 
 if __name__ == "__main__":

@@ -6,13 +6,14 @@ python bench/gpu_corpus.py [--workers 8] [--race-repeats 3] [--out triggers.json
 
 A race is not deterministic, so each race trigger runs `--race-repeats` times and counts as real
 only when every run fails while its control passes. Prints one JSON line per (variant, run), then a
-summary per bug class and language.
+summary per bug class and language. Each line is printed as soon as its variant is done.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -33,21 +34,30 @@ def main() -> None:
     corpus = load_corpus()
     language = {s.name: s.language for s in corpus}
     start = time.perf_counter()
-    runs = [("all", check_triggers(corpus, device="cuda", workers=args.workers, timeout=args.timeout))]
+    lock = threading.Lock()
+
+    def printer(label: str):
+        def show(r) -> None:  # as each result comes: a run cut short by a time limit keeps its lines
+            with lock:
+                print(json.dumps({"run": label, "variant": r.variant, "control": r.control, "bug_class": r.bug_class,
+                                  "language": language.get(r.variant), "variant_outcome": r.variant_outcome,
+                                  "control_outcome": r.control_outcome, "diagnosis": r.diagnosis,
+                                  "real": r.real, "reason": r.reason[:160]}), flush=True)
+        return show
+
+    runs = [("all", check_triggers(corpus, device="cuda", workers=args.workers, timeout=args.timeout,
+                                   on_result=printer("all")))]
     races = [s for s in corpus if s.bug_class == "race_nonatomic"]
     controls = {s.control for s in races}
     for rep in range(1, args.race_repeats):
         subset = races + [s for s in corpus if s.name in controls]
-        runs.append((f"race-repeat-{rep}", check_triggers(subset, device="cuda", workers=args.workers,
-                                                         timeout=args.timeout)))
+        label = f"race-repeat-{rep}"
+        runs.append((label, check_triggers(subset, device="cuda", workers=args.workers, timeout=args.timeout,
+                                           on_result=printer(label))))
     per_variant: dict[str, list] = defaultdict(list)
-    for label, results in runs:
+    for _, results in runs:
         for r in results:
             per_variant[r.variant].append(r)
-            print(json.dumps({"run": label, "variant": r.variant, "control": r.control, "bug_class": r.bug_class,
-                              "language": language.get(r.variant), "variant_outcome": r.variant_outcome,
-                              "control_outcome": r.control_outcome, "diagnosis": r.diagnosis,
-                              "real": r.real, "reason": r.reason[:160]}), flush=True)
     summary: dict[str, dict] = {}
     for variant, results in per_variant.items():
         key = f"{results[0].bug_class} / {language.get(variant)}"

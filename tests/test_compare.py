@@ -70,3 +70,50 @@ def test_slack_from_the_reference_error_admits_a_correct_reduction():
     slack = 4 * max_finite_error(ref32, truth)
     assert compare(naive, truth, torch.float32, 1e-5, 1.3e-6, slack=slack).outcome == "pass"
     assert strict.max_abs_err > 0
+
+
+def test_a_small_gpu_case_is_judged_on_host_copies_and_a_large_one_where_it_is():
+    import rescore.execute as ex
+
+    executor = ex.Executor("cpu", 1 << 20)
+    executor.device = "cuda"  # only the placement rule is under test: it reads the device name
+    small, big = torch.ones(8), torch.ones(ex.HOST_JUDGE_ELEMENTS + 1)
+    outs, lowps, scalars = executor._judged_where([small], None, [small, 3])
+    assert lowps is None and scalars[1] == 3 and torch.equal(outs[0], small)
+    assert executor._judged_where([small], [big])[1][0] is big
+    executor.device = "cpu"
+    assert executor._judged_where([small])[0][0] is small
+
+
+def test_a_second_run_that_differs_only_in_rounding_passes_and_one_that_is_wrong_fails():
+    import rescore.execute as ex
+    from rescore.inputs.strategies import CaseSpec
+
+    executor = ex.Executor("cpu", 1 << 20)
+    executor.job = {"problem": {}}
+    spec = CaseSpec("default", 1, "float32", {"n": 64}, "normal", "contiguous")
+    truth = torch.randn(64, dtype=torch.float64) * 10
+    first = truth.to(torch.float32)
+    passed = {"outcome": "pass", "reason": ""}
+
+    def rejudge(again):
+        return executor._judge_rerun(first, again, [truth], [first.clone()], torch.float32, spec, 1, passed)
+
+    # atomics adding in another order: the last bit moves, the case still passes
+    assert rejudge(torch.nextafter(first, torch.full_like(first, math.inf))) is passed
+    lost = first.clone()
+    lost[5] += 1.0  # a lost update
+    verdict = rejudge(lost)
+    assert verdict["outcome"] == "mismatch" and verdict["diagnosis"] == "nondeterministic"
+    assert "differs from it in 1 elements" in verdict["reason"]
+    assert rejudge(first[:10])["outcome"] == "bad_output"
+
+
+def test_the_reference_lowp_ratio_uses_the_tolerances_of_the_verdict():
+    from rescore.oracle.tolerance import policy_ratios
+
+    t = torch.full((8,), 1000.0, dtype=torch.float64)
+    o = (t * (1 + 5e-6)).to(torch.float32)  # 5e-6 relative: over the float32 default rtol 1.3e-6
+    default = policy_ratios(o, t, "float32", 0.0, 1, False)["reference-lowp"]
+    loose = policy_ratios(o, t, "float32", 0.0, 1, False, (1e-5, 1.1e-5))["reference-lowp"]
+    assert default > 1.0 >= loose

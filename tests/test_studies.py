@@ -34,3 +34,37 @@ def test_a_gpu_only_bug_counts_on_the_gpu_and_not_under_the_interpreter():
     frame = evaluation_frame(cases, subs)
     assert ("race", "cpu") not in set(zip(frame["submission_id"], frame["device"]))
     assert len(frame) == 5
+
+
+def test_a_dtype_no_control_calibrated_is_left_out_of_every_policy_and_named():
+    import json
+
+    from rescore.tolerance_study import calibrate, tolerances_table
+
+    subs = pd.DataFrame([
+        {"submission_id": "ctl", "label": "correct", "bug_class": None, "op": "matmul"},
+        {"submission_id": "bug", "label": "buggy", "bug_class": "dropped_scale", "op": "matmul"},
+    ])
+    ratios = json.dumps({"calibrated-base": 0.5, "torch-default": 0.5, "reference-lowp": 0.5})
+    rows = [{"submission_id": "ctl", "device": "cuda", "oracle": "fuzz", "purpose": "calibration",
+             "dtype": "float32", "strategy": "default", "outcome": "pass", "policy_ratios": ratios,
+             "max_abs_err": 1e-6}]
+    rows += [{"submission_id": s, "device": "cuda", "oracle": "fuzz", "purpose": "evaluation", "dtype": d,
+              "strategy": "default", "outcome": o, "policy_ratios": ratios, "max_abs_err": 1e-6}
+             for s, o in (("ctl", "pass"), ("bug", "mismatch")) for d in ("float32", "bfloat16")
+             if not (s == "ctl" and d == "bfloat16")]  # the control does not claim bfloat16
+    cases = pd.DataFrame(rows)
+    table = tolerances_table(cases, subs, calibrate(cases, subs), 2.0)
+    assert set(table["uncalibrated_left_out"]) == {"matmul/bfloat16"}
+    assert set(table["case_recall_n"]) == {1}  # the buggy float32 case; its bfloat16 case is out for all
+
+
+def test_a_32bit_offset_overflow_counts_only_on_a_case_large_enough_to_overflow():
+    rows = pd.DataFrame([
+        {"device": "cuda", "bug_class": "int32_offset_overflow", "shapes": "[[1024, 1024]]"},
+        {"device": "cuda", "bug_class": "int32_offset_overflow", "shapes": "[[65536, 32768]]"},
+        {"device": "cpu", "bug_class": "int32_offset_overflow", "shapes": "[[65536, 32768]]"},
+        {"device": "cuda", "bug_class": "race_nonatomic", "shapes": "[[8]]"},
+        {"device": "cuda", "bug_class": None, "shapes": None},
+    ])
+    assert list(observable(rows).index) == [1, 3, 4]

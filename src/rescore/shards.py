@@ -5,8 +5,9 @@ A run's wall time is that of its slowest shard. Under the Triton interpreter one
 hash left one shard running alone for minutes after the others were done. Shards are filled
 longest-first (each submission, most expensive first, to the shard with the least work so far)
 from the costs a previous run measured (`COSTS`, written by `bench/shard_costs.py`). A submission the
-file does not list (a new dump, a new entry) counts as the median cost. The assignment depends only
-on the manifest and that file, never on the machine, so a resumed run gives every shard the same
+file does not list (a new dump, a new entry, a CUDA C submission, which a CPU run skips and so
+cannot time) counts as the median cost; on the CPU the caller counts CUDA C as free. The assignment
+depends only on the manifest, that file and the device, so a resumed run gives every shard the same
 submissions. Which shard runs a submission changes no result, only when it is done.
 """
 

@@ -15,11 +15,30 @@ GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
 race) and its sizes stay far below 2**31 elements (no 32-bit offset overflow). Under the
 interpreter such a variant computes correctly, so a study whose cases ran on the CPU leaves them
 out of recall: flagging one there would flag correct arithmetic."""
+OVERFLOW_ELEMENTS = 2**31  # a 32-bit element offset overflows only in a tensor at least this large
+
+
+def _largest(shapes: object) -> int:
+    """Elements of the largest tensor of a case, from its `shapes` column (JSON), 0 if unknown."""
+    try:
+        dims = json.loads(shapes) if isinstance(shapes, str) else []
+    except ValueError:
+        return 0
+    return max((math.prod(d) for d in dims if isinstance(d, list)), default=0)
 
 
 def observable(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows (cases with `device` and `bug_class`) whose bug can show where the case ran."""
-    return df[~((df["device"] == "cpu") & df["bug_class"].isin(GPU_ONLY_CLASSES))]
+    """The rows (cases with `device`, `bug_class` and, where known, `shapes`) whose bug can show
+    where and at the size the case ran: no GPU-only class on the CPU, and a 32-bit offset overflow
+    only in a case with a tensor of 2**31 elements or more (a fuzz budget of 2**20 never draws one;
+    only the variant's trigger does). Recall counts a bug only on cases that could expose it."""
+    gpu_only = (df["device"] == "cpu") & df["bug_class"].isin(GPU_ONLY_CLASSES)
+    overflow = df["bug_class"] == "int32_offset_overflow"
+    if "shapes" in df.columns:
+        big = df["shapes"].where(overflow).map(_largest) >= OVERFLOW_ELEMENTS
+    else:
+        big = pd.Series(False, index=df.index)
+    return df[~(gpu_only | (overflow & ~big))]
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:

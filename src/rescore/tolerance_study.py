@@ -8,6 +8,7 @@ safety multiplier of the calibrated one) is judged without re-running anything.
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,8 @@ from rescore.study import observable, wilson
 TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change
 POLICIES = (*FIXED_POLICIES, "reference-lowp", "p95x1.5", "calibrated")
 K_FLOOR = 1.0  # one unit of rounding at the reference's scale: an exact control must not calibrate k = 0
+
+log = logging.getLogger("rescore")
 
 
 class CalibrationError(ValueError):
@@ -109,15 +112,38 @@ def evaluation_frame(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataF
     return observable(df[df["purpose"] == "evaluation"])
 
 
+def uncalibrated(df: pd.DataFrame, calibration: pd.DataFrame) -> list[str]:
+    """The (op, dtype) pairs, as "op/dtype", of judged cases that no control calibrated (a buggy
+    variant claims a dtype its control does not, or the control's cases are missing)."""
+    have = set(zip(calibration["op"], calibration["dtype"])) if len(calibration) else set()
+    judged = df[df["outcome"].isin(TOLERANCE_JUDGED)]
+    return sorted({f"{o}/{d}" for o, d in zip(judged["op"], judged["dtype"]) if (o, d) not in have})
+
+
+def comparable_frame(cases: pd.DataFrame, submissions: pd.DataFrame, calibration: pd.DataFrame
+                     ) -> tuple[pd.DataFrame, list[str]]:
+    """The evaluation cases every policy can judge, and the (op, dtype) pairs left out: all policies
+    are compared on the same cases, so a pair the calibrated policy cannot judge is out for all."""
+    df = evaluation_frame(cases, submissions)
+    left_out = uncalibrated(df, calibration)
+    if left_out:
+        log.warning("tolerance study: no control calibrated %s; their cases are left out of every policy",
+                    ", ".join(left_out))
+        df = df[~(df["op"] + "/" + df["dtype"]).isin(left_out)]
+    return df, left_out
+
+
 def tolerances_table(cases: pd.DataFrame, submissions: pd.DataFrame, calibration: pd.DataFrame,
                      multiplier: float) -> pd.DataFrame:
-    df = evaluation_frame(cases, submissions)
-    return policy_table(df, judge(df, calibration, multiplier), multiplier)
+    df, left_out = comparable_frame(cases, submissions, calibration)
+    table = policy_table(df, judge(df, calibration, multiplier), multiplier)
+    table["uncalibrated_left_out"] = ", ".join(left_out)
+    return table
 
 
 def sweep_table(cases: pd.DataFrame, submissions: pd.DataFrame, calibration: pd.DataFrame,
                 multipliers: list[float]) -> pd.DataFrame:
-    df = evaluation_frame(cases, submissions)
+    df, _ = comparable_frame(cases, submissions, calibration)
     rows = [policy_table(df, judge(df, calibration, m), m).query("policy == 'calibrated'") for m in multipliers]
     return pd.concat(rows, ignore_index=True)
 

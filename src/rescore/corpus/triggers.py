@@ -3,6 +3,7 @@ control passes on the same input. Runs on the CPU (interpreter) or a GPU, severa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -47,9 +48,11 @@ def run_trigger(worker: Worker, sub: Submission, trigger: dict, timeout: float) 
 
 
 def check_triggers(
-    subs: list[Submission], device: str = "cpu", workers: int = 2, timeout: float = 300.0
+    subs: list[Submission], device: str = "cpu", workers: int = 2, timeout: float = 300.0,
+    on_result: Callable[[TriggerResult], None] | None = None,
 ) -> list[TriggerResult]:
-    """Run every buggy variant and its control on the variant's trigger."""
+    """Run every buggy variant and its control on the variant's trigger. `on_result` sees each
+    result as soon as it exists (from a worker thread), so a run cut short keeps what it found."""
     by_name = {s.name: s for s in subs}
     variants = [s for s in subs if s.label == "buggy" and s.trigger and s.control in by_name]
     budget = RunConfig(device=device).budget
@@ -72,6 +75,8 @@ def check_triggers(
                         vr.get("diagnosis") or "",
                     )
                 )
+                if on_result is not None:
+                    on_result(out[-1])
         finally:
             w.stop()
         return out

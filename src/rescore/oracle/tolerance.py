@@ -76,11 +76,14 @@ POLICY_DOCS: dict[str, str] = {
 
 
 def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack: float,
-                  reduction_len: int, nonfinite: bool) -> dict[str, float]:
+                  reduction_len: int, nonfinite: bool, lowp_tols: tuple[float, float] | None = None
+                  ) -> dict[str, float]:
     """Per policy, max over elements of |out - truth| / bound: the case passes that policy iff <= 1.
 
-    `calibrated-base` is the calibrated error model with k = 1: calibration picks k per (op, dtype),
-    so any k (and any safety multiplier) can be judged later from this one number.
+    `reference-lowp` uses the (atol, rtol) of the case's verdict (`lowp_tols`: the op's overrides
+    applied), else the dtype's torch defaults. `calibrated-base` is the calibrated error model with
+    k = 1: calibration picks k per (op, dtype), so any k (and any safety multiplier) can be judged
+    later from this one number.
     """
     if nonfinite:
         return {name: float("inf") for name in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}
@@ -94,7 +97,7 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
     for name, table in FIXED_POLICIES.items():
         atol, rtol = table[dtype]
         ratios[name] = float((err / (atol + rtol * mag)).max())
-    rtol, atol = TORCH_DEFAULTS[dtype]
+    atol, rtol = lowp_tols if lowp_tols is not None else TORCH_DEFAULTS[dtype][::-1]
     ratios["reference-lowp"] = float((err / (atol + rtol * mag + lowp_slack)).max())
     eps = float(torch.finfo(DTYPES[dtype]).eps)
     tiny = float(torch.finfo(DTYPES[dtype]).smallest_normal)

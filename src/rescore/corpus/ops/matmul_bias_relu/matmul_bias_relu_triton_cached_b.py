@@ -30,7 +30,8 @@ def matmul_bias_relu_kernel(
     c_offs = offs_m[:, None] * N + offs_n[None, :]
     c_mask = m_mask[:, None] & n_mask[None, :]
     bias = tl.load(bias_ptr + c_offs % N, mask=c_mask, other=0.0).to(tl.float32)
-    out = tl.maximum(acc + bias, 0.0)
+    z = acc + bias
+    out = tl.where(z < 0.0, 0.0, z)  # NaN passes through, as in torch (tl.maximum drops it on a GPU)
     tl.store(c_ptr + c_offs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 

@@ -28,7 +28,8 @@ def matmul_bias_relu_rank1_kernel(
         b_ptrs += N
 
     bias = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
-    out = tl.maximum(acc + bias[None, :], 0.0)
+    z = acc + bias[None, :]
+    out = tl.where(z < 0.0, 0.0, z)  # NaN passes through, as in torch (tl.maximum drops it on a GPU)
     c_ptrs = c_ptr + offs_m[:, None] * N + offs_n[None, :]
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
