@@ -758,9 +758,9 @@ class Executor:
         if b is None or len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
             return dict(verdict, outcome="bad_output", reason="a second run on the same input returned another shape",
                         diagnosis="nondeterministic")
-        first, again_ = self._judged_where(a, b)
+        host_a, host_b = self._judged_where(a, b)
         differ = sum(int((~((x == y) | (torch.isnan(x) & torch.isnan(y)))).sum()) if x.is_floating_point()
-                     else int((x != y).sum()) for x, y in zip(first, again_))
+                     else int((x != y).sum()) for x, y in zip(host_a, host_b))
         if not differ:  # the same bits: the same verdict, without judging again
             return verdict
         second = self._judge(again, truths, lowps, [], [], tdtype, spec, reduction_len)
