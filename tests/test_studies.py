@@ -68,3 +68,19 @@ def test_a_32bit_offset_overflow_counts_only_on_a_case_large_enough_to_overflow(
         {"device": "cuda", "bug_class": None, "shapes": None},
     ])
     assert list(observable(rows).index) == [1, 3, 4]
+
+
+def test_a_control_is_calibrated_on_every_dtype_a_single_dtype_strategy_judges_it_at():
+    from conftest import toy_submission
+
+    from rescore.runner import RunConfig, plan_cases
+
+    cfg = RunConfig(strategies={"default": 2, "single_dtype_bf16": 2}, calibration={"default": 3})
+    ctl = toy_submission("problem_scale.py", "scale_correct.py", label="correct")  # claims float32, float16
+    plan = plan_cases(ctl, cfg)
+    evaluation = {(c["strategy"], c["dtype"]) for c in plan if c["purpose"] == "evaluation"}
+    calibration = {c["dtype"] for c in plan if c["purpose"] == "calibration"}
+    assert ("default", "bfloat16") not in evaluation and ("single_dtype_bf16", "bfloat16") in evaluation
+    assert calibration == {"float32", "float16", "bfloat16"}
+    bug = toy_submission("problem_scale.py", "scale_tail_bug.py", label="buggy")
+    assert not [c for c in plan_cases(bug, cfg) if c["purpose"] == "calibration"]

@@ -51,12 +51,16 @@ def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
     cases = []
     # A declining control is run on every dtype: refusing the ones it does not support is its point.
     claimed = set(sub.dtypes) if sub.dtypes and not sub.declines else set(cfg.dtypes)
+    # A single-dtype strategy judges every kernel at its dtype, claimed or not; a control is then
+    # calibrated there too, or the tolerance study could not judge those cases.
+    forced = {d for name in cfg.strategies for d in get_strategy(name).dtypes or ()}
     for purpose, table in (("evaluation", cfg.strategies), ("calibration", cfg.calibration)):
         if purpose == "calibration" and sub.label != "correct":
             continue
+        judged = claimed | forced if purpose == "calibration" else claimed
         for name, count in table.items():
             strategy = get_strategy(name)
-            dtypes = [d for d in (strategy.dtypes or cfg.dtypes) if d in claimed or strategy.dtypes]
+            dtypes = [d for d in (strategy.dtypes or cfg.dtypes) if d in judged or strategy.dtypes]
             for dtype in dtypes:
                 for index in range(count):
                     seed = case_seed(cfg.master_seed, sub.problem.problem_id, name, index, purpose)
