@@ -7,7 +7,8 @@
 #             included), 8 and 16 workers;
 # pipeline:   `snakemake --cores $PIPE_CORES all` (default 16) from a clean results folder, with
 #             PIPE_PROFILE (e.g. gpu: the larger study setting) and PIPE_ARGS (more snakemake options)
-#             when set; its tables, figures and logs are packed into OUTDIR/results.tar.gz;
+#             when set; its tables, figures, logs and shard files are packed into OUTDIR/results.tar.gz
+#             (also when PIPE_TIMEOUT cuts it short: then `bench/partial_tables.py` makes the tables);
 # corpus:     every buggy variant (Triton and CUDA C) on its trigger, its control on the same input.
 #
 # Each step writes its JSON and log to OUTDIR and a failed step does not stop the next.
@@ -38,8 +39,11 @@ for step in $STEPS; do
         --out "$OUT/pipeline.json" >"$OUT/pipeline.log" 2>&1
       echo "pipeline exit $?" >>"$OUT/steps.txt"
       work=$(comm -13 <(echo "$before") <(ls -d /tmp/rescore-bench-* 2>/dev/null) | tail -1)
-      [ -n "$work" ] && tar -czf "$OUT/results.tar.gz" -C "$work" --exclude='*.workers' \
-        results/tables results/papers results/figures results/logs results/corpus.md 2>>"$OUT/steps.txt" ;;
+      # the shard files and the manifest too: a run cut short still gives its tables through
+      # `bench/partial_tables.py results` here
+      [ -n "$work" ] && tar -czf "$OUT/results.tar.gz" -C "$work" --exclude='*.workers' --ignore-failed-read \
+        results/tables results/papers results/figures results/logs results/corpus.md results/cases \
+        results/ingest 2>>"$OUT/steps.txt" ;;
     corpus)
       timeout "${CORPUS_TIMEOUT:-400}" python3 bench/gpu_corpus.py --workers 8 --out "$OUT/gpu_corpus.json" >"$OUT/gpu_corpus.log" 2>&1
       echo "corpus exit $?" >>"$OUT/steps.txt" ;;
