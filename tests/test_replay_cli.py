@@ -62,3 +62,27 @@ def test_check_exit_codes(tmp_path):
     assert missing.returncode == 2 and "no such file" in missing.stderr
     usage = rescore("check", str(TOY / "problem_scale.py"))
     assert usage.returncode == 2
+
+
+def test_a_corpus_pair_replays_with_the_corpus_schema_and_a_half_linear_layer_keeps_its_weights():
+    """The pipeline drew this float16 case from linear_gelu's explicit schema (out_features 1) and
+    flagged the correct kernel: the truth used the weights unrounded while the kernel got them in
+    float16. A replay must draw the same case (not sizes from an inferred schema), and the truth
+    now uses the rounded weights."""
+    import torch
+
+    from rescore.check import pair_from_files
+    from rescore.execute import _round_parameters
+    from rescore.replay import replay_case
+
+    ops = REPO / "src" / "rescore" / "corpus" / "ops" / "linear_gelu"
+    sub = pair_from_files(str(ops / "problem.py"), str(ops / "linear_gelu_triton.py"))
+    assert sub.problem.schema and sub.problem.problem_id == "corpus/linear_gelu"
+    row = replay_case(str(ops / "problem.py"), str(ops / "linear_gelu_triton.py"), "fuzz", "boundary",
+                      1932270168089379459, "float16", "cpu")
+    assert json.loads(row["sizes"])["out_features"] == 1 and row["inputs_hash"] == "890b7b3f12d51b32"
+    assert row["outcome"] == "pass", row.get("reason")
+    layer = torch.nn.Linear(5, 3)
+    want = layer.weight.detach().half().float()
+    assert _round_parameters(layer, torch.float16) is layer
+    assert layer.weight.dtype == torch.float32 and torch.equal(layer.weight, want)

@@ -604,7 +604,7 @@ class Executor:
         ref_lowp = None
         try:
             self._seed(wseed)
-            ref_model = self.problem.Model(*init)
+            ref_model = _round_parameters(self.problem.Model(*init), tdtype)
             with torch.no_grad():
                 with self.ref_ops:
                     truth = copy.deepcopy(ref_model).to(device).to(torch.float64)(
@@ -828,6 +828,19 @@ class Executor:
             "ref_max_abs": float(finite_t.abs().max()) if finite_t.numel() else 0.0,
             "ratios": policy_ratios(o, t, spec.dtype, slack, reduction_len, cmp.n_nonfinite > 0, (atol, rtol)),
         }
+
+
+def _round_parameters(model, dtype: torch.dtype):
+    """The reference module with its floating parameters and buffers rounded to the test dtype (kept
+    in their own dtype): the candidate's module is cast to that dtype, so the truth is computed from
+    the same weights, as it is from the same dtype-rounded inputs. (Without this a float16 linear
+    layer was judged against float32 weights: a correct kernel was off by the weights' rounding.)"""
+    if isinstance(model, torch.nn.Module):
+        with torch.no_grad():
+            for t in [*model.parameters(), *model.buffers()]:
+                if t.is_floating_point():
+                    t.copy_(t.to(dtype).to(t.dtype))
+    return model
 
 
 def _reference_at(model, inputs: list, device: str, dtype: torch.dtype):

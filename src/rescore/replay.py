@@ -112,7 +112,8 @@ def replay_cli(args: argparse.Namespace) -> int:
     if row.get("reason"):
         print(row["reason"])
     if expected is not None:
-        same_inputs = expected.get("inputs_hash") in (None, row.get("inputs_hash"))
+        same_inputs = (expected.get("inputs_hash") in (None, row.get("inputs_hash"))
+                       and expected.get("sizes") in (None, row.get("sizes")))  # sizes: the init inputs too
         if row.get("outcome") == expected.get("outcome") and same_inputs:
             print(f"reproduced: same inputs, same outcome ({expected['outcome']})")
         elif row.get("outcome") == "pass":
