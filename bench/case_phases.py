@@ -40,6 +40,7 @@ def main() -> None:
     import rescore.execute as ex
     from rescore.corpus.catalog import load_corpus
     from rescore.runner import RunConfig, job_of
+    from rescore.schema import largest_numel
 
     spent: dict[str, float] = {}
 
@@ -80,7 +81,7 @@ def main() -> None:
         for i in range(args.cases):
             row = executor.run_case("default", 1000 + i, args.dtype, None)
             outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + 1
-            elements += max((_numel(s) for s in json.loads(row.get("shapes") or "[]")), default=0)
+            elements += largest_numel(json.loads(row.get("shapes") or "[]"))
         total = time.perf_counter() - start
         if args.profile:
             harness, executor.harness = executor.harness, None  # its restore would switch the profiler off
@@ -99,13 +100,6 @@ def main() -> None:
                 k: round(1e3 * v / args.cases, 2) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])
             },
         }), flush=True)
-
-
-def _numel(shape: list | None) -> int:
-    n = 1
-    for d in shape or [0]:
-        n *= d
-    return n
 
 
 if __name__ == "__main__":

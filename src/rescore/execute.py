@@ -158,12 +158,15 @@ def _snapshot(xs: list) -> list:
     return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in xs]
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
+def _unequal(a: torch.Tensor, b: torch.Tensor) -> int:
+    """Elements where two same-shape tensors differ (NaN equals NaN)."""
     if a.is_floating_point():
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return bool(torch.equal(a, b))
+        return int((~((a == b) | (torch.isnan(a) & torch.isnan(b)))).sum())
+    return int((a != b).sum())
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and _unequal(a, b) == 0
 
 
 class Executor:
@@ -759,8 +762,7 @@ class Executor:
             return dict(verdict, outcome="bad_output", reason="a second run on the same input returned another shape",
                         diagnosis="nondeterministic")
         host_a, host_b = self._judged_where(a, b)
-        differ = sum(int((~((x == y) | (torch.isnan(x) & torch.isnan(y)))).sum()) if x.is_floating_point()
-                     else int((x != y).sum()) for x, y in zip(host_a, host_b))
+        differ = sum(_unequal(x, y) for x, y in zip(host_a, host_b))
         if not differ:  # the same bits: the same verdict, without judging again
             return verdict
         second = self._judge(again, truths, lowps, [], [], tdtype, spec, reduction_len)

@@ -66,10 +66,7 @@ def run_shard(manifest: str, shard: int, shards: int, config: dict, out_cases: s
     """Run every submission of one shard; write its case rows."""
     cfg = run_config(config)
     subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
-    costs = shards_.load_costs()
-    if cfg.device == "cpu":  # CUDA C is skipped on the CPU: it costs nothing there (elsewhere: the median)
-        costs.update({s.submission_id: 0.0 for s in subs if s.language == "cuda"})
-    assignment = shards_.assign([s.submission_id for s in subs], shards, costs)
+    assignment = shards_.assign([s.submission_id for s in subs], shards, shards_.expected_costs(subs, cfg.device))
     mine = [s for s in subs if assignment[s.submission_id] == shard]
     mine = [s for s in mine if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
     total = sum(len(plan_cases(s, cfg)) for s in mine)

@@ -6,7 +6,7 @@ hash left one shard running alone for minutes after the others were done. Shards
 longest-first (each submission, most expensive first, to the shard with the least work so far)
 from the costs a previous run measured (`COSTS`, written by `bench/shard_costs.py`). A submission the
 file does not list (a new dump, a new entry, a CUDA C submission, which a CPU run skips and so
-cannot time) counts as the median cost; on the CPU the caller counts CUDA C as free. The assignment
+cannot time) counts as the median cost; on the CPU CUDA C is free (`expected_costs`). The assignment
 depends only on the manifest, that file and the device, so a resumed run gives every shard the same
 submissions. Which shard runs a submission changes no result, only when it is done.
 """
@@ -44,6 +44,15 @@ def load_costs(path: Path = COSTS) -> dict[str, float]:
         return {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
     except (OSError, ValueError):
         return {}
+
+
+def expected_costs(subs: list, device: str, path: Path = COSTS) -> dict[str, float]:
+    """submission_id -> expected seconds on `device`: the recorded costs, and 0 for a CUDA C
+    submission on the CPU, where it is skipped."""
+    costs = load_costs(path)
+    if device == "cpu":
+        costs.update({s.submission_id: 0.0 for s in subs if s.language == "cuda"})
+    return costs
 
 
 def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None) -> dict[str, int]:

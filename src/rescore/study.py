@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from rescore.outcomes import FLAGGING
+from rescore.schema import largest_numel
 
 GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
 """Bug classes only a GPU can show: the interpreter runs program instances one after another (no
@@ -20,11 +21,7 @@ OVERFLOW_ELEMENTS = 2**31  # a 32-bit element offset overflows only in a tensor 
 
 def _largest(shapes: object) -> int:
     """Elements of the largest tensor of a case, from its `shapes` column (JSON), 0 if unknown."""
-    try:
-        dims = json.loads(shapes) if isinstance(shapes, str) else []
-    except ValueError:
-        return 0
-    return max((math.prod(d) for d in dims if isinstance(d, list)), default=0)
+    return largest_numel(json.loads(shapes)) if isinstance(shapes, str) else 0
 
 
 def observable(df: pd.DataFrame) -> pd.DataFrame:

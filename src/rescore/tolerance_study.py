@@ -113,8 +113,8 @@ def evaluation_frame(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataF
 
 
 def uncalibrated(df: pd.DataFrame, calibration: pd.DataFrame) -> list[str]:
-    """The (op, dtype) pairs, as "op/dtype", of judged cases that no control calibrated (a buggy
-    variant claims a dtype its control does not, or the control's cases are missing)."""
+    """The (op, dtype) pairs, as "op/dtype", of judged cases that no control calibrated (the op has
+    no control, or its control's cases are missing, as in a run cut short)."""
     have = set(zip(calibration["op"], calibration["dtype"])) if len(calibration) else set()
     judged = df[df["outcome"].isin(TOLERANCE_JUDGED)]
     return sorted({f"{o}/{d}" for o, d in zip(judged["op"], judged["dtype"]) if (o, d) not in have})
