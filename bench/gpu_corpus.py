@@ -5,7 +5,9 @@ test skips the GPU-only classes (races, 32-bit offset overflow) and every CUDA C
 python bench/gpu_corpus.py [--workers 8] [--race-repeats 3] [--out triggers.json]
 
 A race is not deterministic, so each race trigger runs `--race-repeats` times and counts as real
-only when every run fails while its control passes. Prints one JSON line per (variant, run), then a
+only when every run fails while its control passes. The 32-bit offset triggers hold 2^31 elements
+(8 GiB in float32, twice that for the float64 truth): they run last, one at a time, so that two of
+them never share the GPU's memory. Prints one JSON line per (variant, run), then a
 summary per bug class and language. Each line is printed as soon as its variant is done.
 """
 
@@ -45,8 +47,13 @@ def main() -> None:
                                   "real": r.real, "reason": r.reason[:160]}), flush=True)
         return show
 
-    runs = [("all", check_triggers(corpus, device="cuda", workers=args.workers, timeout=args.timeout,
+    huge = [s for s in corpus if s.bug_class == "int32_offset_overflow"]
+    rest = [s for s in corpus if s not in huge]
+    runs = [("all", check_triggers(rest, device="cuda", workers=args.workers, timeout=args.timeout,
                                    on_result=printer("all")))]
+    huge_controls = {s.control for s in huge}
+    runs.append(("huge", check_triggers(huge + [s for s in corpus if s.name in huge_controls], device="cuda",
+                                        workers=1, timeout=args.timeout, on_result=printer("huge"))))
     races = [s for s in corpus if s.bug_class == "race_nonatomic"]
     controls = {s.control for s in races}
     for rep in range(1, args.race_repeats):

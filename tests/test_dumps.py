@@ -399,11 +399,49 @@ def test_extension_folders_are_per_source_so_equal_names_never_collide(tmp_path,
     assert "ext" not in cpp_extension.JIT_EXTENSION_VERSIONER.entries
 
 
+def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_builds(tmp_path, monkeypatch):
+    """The worker's `load_inline` imports what the prebuild compiled for the very same call (sources
+    and flags; `verbose` aside) and builds anything else, as torch would."""
+    from torch.utils import cpp_extension
+
+    from rescore import cuda_build
+
+    built, imported = [], []
+
+    def fake_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cuda_cflags=None,
+                         build_directory=None, verbose=False, is_python_module=True):
+        built.append(name)
+        return "built"
+
+    monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
+    monkeypatch.setattr(cpp_extension, "_import_module_from_library",
+                        lambda module, path, is_python: imported.append((module, path, is_python)) or "prebuilt")
+    monkeypatch.setattr(cuda_build, "_ACTIVE", None)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "before"))
+    source = "a CUDA submission's source"
+    library = cuda_build.extensions_dir(source, tmp_path) / "ext"
+    library.mkdir(parents=True)
+    (library / "ext.so").write_bytes(b"")
+    call = (("ext", "int f();"), {"cuda_sources": "__global__ void k() {}"})
+    record = {"ok": True, "key": cuda_build.build_key(), "extensions": ["ext"],
+              "calls": [["ext", cuda_build.call_fingerprint(fake_load_inline, *call), "ext"]]}
+    (library.parent / cuda_build.MARKER).write_text(json.dumps(record))
+
+    cuda_build.activate(source, tmp_path)
+    assert cpp_extension.load_inline(*call[0], verbose=True, **call[1]) == "prebuilt"
+    assert built == [] and imported == [("ext", str(library), True)]
+    assert cpp_extension.load_inline("ext", "int g();", cuda_sources="__global__ void k() {}") == "built"
+    assert cpp_extension.load_inline(*call[0], extra_cuda_cflags=["-O3"], **call[1]) == "built"
+    (library / "ext.so").unlink()
+    assert cpp_extension.load_inline(*call[0], **call[1]) == "built"
+    assert built == ["ext"] * 3
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ninja") is None and shutil.which("c++") is None, reason="needs ninja and c++")
 def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     """A C++-only load_inline stands in for CUDA (no GPU here): the build machinery is the same."""
-    from rescore.cuda_build import prebuild, recorded_failure
+    from rescore.cuda_build import extensions_dir, prebuild, recorded_failure
     from rescore.problem import Problem, Submission
 
     good = (
@@ -427,6 +465,15 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
         "activate(src, sys.argv[2]); t = time.time(); exec(compile(src, 'k.py', 'exec')); "
         "print(time.time() - t)"
     )
+    # as a cache copied to another machine can: a source looks newer than its object, and ninja
+    # would compile it again
+    build = next(extensions_dir(good, tmp_path).glob("same_name/main.cpp")).parent
+    objects = {o: o.stat().st_mtime_ns for o in build.glob("*.o")}
+    import os
+    import time
+
+    later = time.time() + 60
+    os.utime(build / "main.cpp", (later, later))
     (tmp_path / "k.py").write_text(good)
     out = subprocess.run(
         [sys.executable, "-c", probe, str(tmp_path / "k.py"), str(tmp_path)],
@@ -435,3 +482,4 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
         timeout=300,
     )
     assert out.returncode == 0 and float(out.stdout.split()[-1]) < 30, out.stderr[-2000:]
+    assert objects and {o: o.stat().st_mtime_ns for o in build.glob("*.o")} == objects

@@ -59,3 +59,31 @@ def test_bfloat16_under_the_interpreter_is_skipped_with_reason(worker):
     fuzz = [r for r in rows if r["oracle"] == "fuzz"]
     assert [r["outcome"] for r in fuzz] == ["skipped"]
     assert "interpreter" in fuzz[0]["reason"]
+
+
+def test_a_refused_cuda_launch_keeps_the_worker_a_poisoned_context_restarts_it(monkeypatch):
+    """A grid of 0 blocks is refused at launch and leaves the CUDA context usable: that case is a
+    `crash`, and the worker (its CUDA process, its loaded kernel) goes on with the next case. Only a
+    context the error poisoned costs a restart."""
+    import types
+
+    import pytest
+
+    from rescore import execute
+
+    harness = types.SimpleNamespace(findings=set(), candidate_file=None, _hog=lambda exc: False)
+    refused = RuntimeError("CUDA error: invalid configuration argument")
+    monkeypatch.setattr(execute, "cuda_context_usable", lambda: True)
+    verdict = execute.Executor._verdict_of(harness, refused)
+    assert verdict.outcome == "crash" and "invalid configuration argument" in verdict.reason
+    monkeypatch.setattr(execute, "cuda_context_usable", lambda: False)
+    with pytest.raises(execute.NeedsRestart):
+        execute.Executor._verdict_of(harness, RuntimeError("CUDA error: an illegal memory access was encountered"))
+
+
+def test_without_a_gpu_the_cuda_context_counts_as_unusable():
+    import torch
+
+    from rescore.execute import cuda_context_usable
+
+    assert cuda_context_usable() is torch.cuda.is_available()

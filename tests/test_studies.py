@@ -84,3 +84,49 @@ def test_a_control_is_calibrated_on_every_dtype_a_single_dtype_strategy_judges_i
     assert calibration == {"float32", "float16", "bfloat16"}
     bug = toy_submission("problem_scale.py", "scale_tail_bug.py", label="buggy")
     assert not [c for c in plan_cases(bug, cfg) if c["purpose"] == "calibration"]
+
+
+def test_the_wilson_interval_holds_the_rate_and_is_exact_at_the_ends():
+    from rescore.study import wilson
+
+    for n in range(1, 1500):
+        for k in sorted({0, 1, n // 3, n - 1, n}):
+            lo, hi = wilson(k, n)
+            assert 0.0 <= lo <= k / n <= hi <= 1.0
+        assert wilson(0, n)[0] == 0.0 and wilson(n, n)[1] == 1.0
+
+
+def test_op_domain_gives_reductions_rows_whose_exp_underflows():
+    """A softmax whose running max starts at 0 is exact until every exp(x - 0) underflows: only
+    all-negative rows far enough down (below -104 in float32, -17 in float16) show it, and
+    `op_domain` must be able to draw them."""
+    import torch
+
+    from rescore.inputs.strategies import OP_DOMAIN_VALUES
+    from rescore.inputs.values import VALUE_CLASSES
+
+    assert "negative_large" in OP_DOMAIN_VALUES["reduction"]
+    x = VALUE_CLASSES["negative_large"]((64, 7), torch.Generator().manual_seed(0), torch.float32)
+    assert bool((x <= -100).all()) and bool((torch.exp(x.float()) == 0).any())
+    assert bool((torch.exp(x.to(torch.float16)) == 0).all())
+
+
+def test_paired_recall_counts_a_bug_only_where_its_control_passes_the_same_input():
+    import pandas as pd
+
+    from rescore.tolerance_study import POLICIES, policy_table
+
+    rows = [("ctl", "correct", None, 1), ("ctl", "correct", None, 2),
+            ("bug", "buggy", "ctl", 1), ("bug", "buggy", "ctl", 2),
+            ("lone", "buggy", "gone", 1)]  # its control left no case: its flag counts
+    df = pd.DataFrame([{"submission_id": n, "name": n, "label": lab, "control": c, "strategy": "default",
+                        "seed": seed, "dtype": "float32"} for n, lab, c, seed in rows])
+    noisy = [True, False, True, False, True]  # flags the control and the bug on seed 1 only
+    found = [True, False, True, True, True]   # the bug also on seed 2, where its control passes
+    flagged = pd.DataFrame({p: noisy for p in POLICIES})
+    flagged["calibrated"] = found
+    table = policy_table(df, flagged, 2.0).set_index("policy")
+    assert table.loc["torch-default", "kernel_recall_k"] == 2
+    assert table.loc["torch-default", "paired_kernel_recall_k"] == 1  # only "lone"
+    assert table.loc["calibrated", "paired_kernel_recall_k"] == 2
+    assert table.loc["calibrated", "paired_case_recall_k"] == 2 and table.loc["calibrated", "case_recall_k"] == 3

@@ -6,7 +6,11 @@ source is imported in a process of its own (which runs its `load_inline`), many 
 TORCH_EXTENSIONS_DIR set to a folder named by the hash of the source. Different sources that pick
 the same extension name never share a build folder, and a source built once is never built again:
 a second run finds the folder's `build.json` and compiles nothing. The check worker reuses the
-builds by calling `activate(source)` before importing a CUDA submission.
+builds by calling `activate(source)` before importing a CUDA submission: a `load_inline` call whose
+arguments are those the prebuild compiled imports the prebuilt library directly. Going through
+torch's own build instead runs ninja, which rebuilds whenever a file looks newer than the library (a
+cache copied to another machine, headers unpacked afresh): on the H200 every CUDA submission then
+spent about 75 s in nvcc in its worker, and a worker restarted after a CUDA error built it again.
 
 Every build is recorded (`results/cuda_builds.parquet`): seconds, ok, and the compiler's error. On a
 machine without a GPU every CUDA submission is recorded `skipped`.
@@ -15,6 +19,8 @@ machine without a GPU every CUDA submission is recorded `skipped`.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import json
 import logging
 import os
@@ -64,20 +70,80 @@ def activate(source: str, root: str | os.PathLike | None = None) -> Path:
     """Point torch's JIT builds at this source's folder before importing a CUDA submission.
 
     Also forgets the extension names earlier submissions in this process loaded: torch would
-    otherwise rename a reused name to `<name>_v1` and build it again, outside the prebuilt folder.
-    Touches no file (a sandboxed worker allows writes there only afterwards); torch creates the
-    folder when it builds."""
+    otherwise rename a reused name to `<name>_v1` and build it again, outside the prebuilt folder;
+    and routes `load_inline` through `_load_inline_prebuilt`. Touches no file (a sandboxed worker
+    allows writes there only afterwards); torch creates the folder when it builds."""
+    global _ACTIVE
     folder = extensions_dir(source, root)
     os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
+    _ACTIVE = folder
     try:
         from torch.utils import cpp_extension
 
         versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
         if versioner is not None and isinstance(getattr(versioner, "entries", None), dict):
             versioner.entries.clear()
+        if not getattr(cpp_extension.load_inline, "_rescore_prebuilt", False):
+            cpp_extension.load_inline = _load_inline_prebuilt(cpp_extension.load_inline)
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
     return folder
+
+
+_ACTIVE: Path | None = None  # the folder `activate` pointed at last
+_NOT_PART_OF_THE_BUILD = {"verbose", "build_directory", "keep_intermediates"}
+
+
+def call_fingerprint(fn, args: tuple, kwargs: dict) -> str | None:
+    """A hash of one `load_inline` call's arguments (sources, functions, flags): equal calls build
+    equal libraries. None when the arguments do not fit the function."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    items = sorted((k, v) for k, v in bound.arguments.items() if k not in _NOT_PART_OF_THE_BUILD)
+    return hashlib.sha256(repr(items).encode()).hexdigest()[:32]
+
+
+def _load_inline_prebuilt(original):
+    """`load_inline`, importing the library the prebuild made for this very call when there is one
+    (same folder, same build key, same arguments, library present); anything else builds as usual."""
+
+    def load_inline(*args, **kwargs):
+        library = _prebuilt_library(original, args, kwargs)
+        if library is not None:
+            from torch.utils import cpp_extension
+
+            path, module_name, is_python_module = library
+            return cpp_extension._import_module_from_library(module_name, str(path), is_python_module)
+        return original(*args, **kwargs)
+
+    load_inline._rescore_prebuilt = True
+    load_inline.__wrapped__ = original
+    return load_inline
+
+
+def _prebuilt_library(original, args: tuple, kwargs: dict) -> tuple[Path, str, bool] | None:
+    """(folder, module name, is_python_module) of the prebuilt library for this call, or None."""
+    from torch.utils import cpp_extension
+
+    if _ACTIVE is None or not hasattr(cpp_extension, "_import_module_from_library"):
+        return None
+    try:
+        bound = inspect.signature(original).bind(*args, **kwargs)
+        record = json.loads((_ACTIVE / MARKER).read_text())
+    except (TypeError, OSError, ValueError):
+        return None
+    if bound.arguments.get("build_directory") or not record.get("ok") or record.get("key") != build_key():
+        return None
+    fingerprint = call_fingerprint(original, args, kwargs)
+    name = str(bound.arguments.get("name"))
+    for built_name, built_fingerprint, module_name in record.get("calls") or []:
+        folder = _ACTIVE / built_name
+        if (built_name, built_fingerprint) == (name, fingerprint) and (folder / f"{module_name}.so").is_file():
+            return folder, module_name, bool(bound.arguments.get("is_python_module", True))
+    return None
 
 
 def recorded_failure(source: str, root: str | os.PathLike | None = None) -> str | None:
@@ -116,8 +182,8 @@ def _cached(folder: Path, key: dict) -> dict | None:
         return None
     if record.get("key") != key:
         return None
-    if record.get("ok") and not any(folder.rglob("*.so")) and record.get("extensions"):
-        return None
+    if record.get("ok") and record.get("extensions") and (not any(folder.rglob("*.so")) or "calls" not in record):
+        return None  # the library is gone, or an older build recorded no calls for the workers to match
     if not record.get("ok") and record.get("transient"):
         return None
     return record
@@ -161,16 +227,18 @@ def build_one(source: str, root: Path, key: dict, timeout_s: float, max_jobs: in
         if proc.returncode < 0:
             transient, error = True, f"the build process died (signal {-proc.returncode}): {error}"
         try:
-            extensions = json.loads(proc.stdout.strip().splitlines()[-1]).get("extensions", []) if ok else []
+            printed = json.loads(proc.stdout.strip().splitlines()[-1]) if ok else {}
         except (ValueError, IndexError, AttributeError):
-            extensions = []
+            printed = {}
+        extensions, calls = printed.get("extensions", []), printed.get("calls", [])
     except subprocess.TimeoutExpired:
-        ok, extensions, transient = False, [], True
+        ok, extensions, calls, transient = False, [], [], True
         error = f"the build took longer than {timeout_s:.0f} s and was stopped"
     record = {
         "ok": ok,
         "error": error,
         "extensions": extensions,
+        "calls": calls,
         "key": key,
         "transient": transient,
         "seconds": time.perf_counter() - start,
@@ -278,12 +346,19 @@ def _import_for_build(path: str) -> None:
     from torch.utils import cpp_extension
 
     built: list[str] = []
+    calls: list[list[str]] = []  # [name, fingerprint, module name] of each load_inline, for the workers
     for fn_name in ("load_inline", "load"):
         original = getattr(cpp_extension, fn_name)
 
-        def recording(*args, _original=original, **kwargs):
-            built.append(str(kwargs.get("name", args[0] if args else "?")))
-            return _original(*args, **kwargs)
+        def recording(*args, _original=original, _fn_name=fn_name, **kwargs):
+            name = str(kwargs.get("name", args[0] if args else "?"))
+            built.append(name)
+            result = _original(*args, **kwargs)
+            fingerprint = call_fingerprint(_original, args, kwargs) if _fn_name == "load_inline" else None
+            if fingerprint is not None:
+                version = cpp_extension.JIT_EXTENSION_VERSIONER.get_version(name)
+                calls.append([name, fingerprint, name if not version else f"{name}_v{version}"])
+            return result
 
         setattr(cpp_extension, fn_name, recording)
     spec = importlib.util.spec_from_file_location(f"rescore_prebuild_{Path(path).parent.name}", path)
@@ -291,7 +366,7 @@ def _import_for_build(path: str) -> None:
         raise ImportError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    print(json.dumps({"extensions": built}))
+    print(json.dumps({"extensions": built, "calls": calls}))
 
 
 def bench(subs: list[Submission], jobs: int | None = None, timeout_s: float = 1800.0, root: str | None = None) -> dict:

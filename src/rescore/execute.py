@@ -98,6 +98,19 @@ def _is_cuda_failure(exc: BaseException) -> bool:
     )
 
 
+def cuda_context_usable() -> bool:
+    """Whether this process's CUDA context survived an error. A launch the driver refuses up front
+    (a grid of 0 blocks, too many threads per block) leaves it usable; a fault inside a kernel (an
+    illegal address, a device-side assert) poisons it for the life of the process. Restarting the
+    worker after the first kind cost a fresh CUDA process and a reload on every case of a kernel
+    whose grid is 0 at small sizes (12 minutes for one submission on the H200)."""
+    try:
+        torch.cuda.synchronize()
+        return float(torch.ones(1, device="cuda").add_(1).item()) == 2.0
+    except BaseException:  # noqa: BLE001 - any failure here means the context is gone
+        return False
+
+
 def _is_oom(exc: BaseException) -> bool:
     text = str(exc)
     return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or any(
@@ -479,7 +492,7 @@ class Executor:
         if v.outcome == "oom" and self._hog(exc):
             self.findings.add("memory_hog")
             return Verdict("crash", f"{v.reason}: more memory than this worker may use")
-        if v.outcome == "crash" and _is_cuda_failure(exc):
+        if v.outcome == "crash" and _is_cuda_failure(exc) and not cuda_context_usable():
             raise NeedsRestart(v.reason) from exc
         return v
 
@@ -735,7 +748,7 @@ class Executor:
             if self.device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001
-            if _is_cuda_failure(exc):
+            if _is_cuda_failure(exc) and not cuda_context_usable():
                 raise NeedsRestart(str(exc)) from exc
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 self.findings.add("exits")

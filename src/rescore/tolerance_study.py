@@ -29,7 +29,7 @@ class CalibrationError(ValueError):
 
 
 def _with_meta(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
-    meta = submissions.set_index("submission_id")[["label", "bug_class", "op"]]
+    meta = submissions.set_index("submission_id").reindex(columns=["label", "bug_class", "op", "control"])
     df = cases[cases["oracle"] == "fuzz"].join(meta, on="submission_id")
     df = df[df["label"].isin(["correct", "buggy"]) & ~df["outcome"].isin(["skipped", "declined"])].copy()
     df["ratios"] = df["policy_ratios"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
@@ -86,16 +86,40 @@ def judge(df: pd.DataFrame, calibration: pd.DataFrame, multiplier: float) -> pd.
     return out
 
 
+PAIRED_KEYS = ["strategy", "seed", "dtype"]  # the same input: seeds are keyed by the problem
+
+
+def control_flagged(df: pd.DataFrame, flagged: pd.Series) -> pd.Series:
+    """Per case: whether the policy also flags the case's control on the same input (False where the
+    control has no such case, as for a dtype it declines, or there is no control)."""
+    if not {"name", "control"} <= set(df.columns):
+        return pd.Series(False, index=df.index)
+    ctl = df["label"] == "correct"
+    own = pd.Series(flagged[ctl].to_numpy(dtype=bool),
+                    index=pd.MultiIndex.from_arrays([df.loc[ctl, "name"], *(df.loc[ctl, k] for k in PAIRED_KEYS)]))
+    own = own[~own.index.duplicated()]
+    theirs = pd.MultiIndex.from_arrays([df["control"], *(df[k] for k in PAIRED_KEYS)])
+    return pd.Series(own.reindex(theirs).fillna(False).to_numpy(dtype=bool), index=df.index)
+
+
 def policy_table(df: pd.DataFrame, flagged: pd.DataFrame, multiplier: float) -> pd.DataFrame:
+    """Per policy: recall and control false positives, with Wilson intervals. `paired_*` recall
+    counts a buggy case only where the policy passes its control on the same input: a policy that
+    flags the control there cannot tell the bug from rounding (p95x1.5 "found" a CUDA softmax whose
+    bug no case triggered, through errors of 1e-7 that its control made on the same inputs)."""
     rows = []
     for policy in POLICIES:
         f = flagged[policy]
         bug, ctl = df["label"] == "buggy", df["label"] == "correct"
         kern = f.groupby([df["submission_id"], df["label"]]).any().reset_index()
         kb, kc = kern[kern["label"] == "buggy"][policy], kern[kern["label"] == "correct"][policy]
+        paired = (f & ~control_flagged(df, f))[bug]
+        kp = paired.groupby(df.loc[bug, "submission_id"]).any()
         row = {"policy": policy, "multiplier": multiplier if policy == "calibrated" else np.nan}
         for prefix, k, n in (("case_recall", int(f[bug].sum()), int(bug.sum())),
                              ("kernel_recall", int(kb.sum()), len(kb)),
+                             ("paired_case_recall", int(paired.sum()), int(bug.sum())),
+                             ("paired_kernel_recall", int(kp.sum()), len(kp)),
                              ("case_fp", int(f[ctl].sum()), int(ctl.sum())),
                              ("kernel_fp", int(kc.sum()), len(kc))):
             lo, hi = wilson(k, n)

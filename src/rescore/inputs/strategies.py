@@ -57,7 +57,7 @@ class Strategy:
 
 # Values each op family is sensitive to (the `op_domain` strategy).
 OP_DOMAIN_VALUES: dict[str, tuple[str, ...]] = {
-    "reduction": ("negative", "large", "offset_mean", "near_constant"),
+    "reduction": ("negative", "negative_large", "large", "offset_mean", "near_constant"),
     "norm": ("near_constant", "tiny", "offset_mean", "large"),
     "elementwise": ("large", "negative", "small", "positive"),
     "matmul": ("offset_mean", "large", "integers"),

@@ -26,6 +26,12 @@ def _negative(shape, gen, dtype):
     return -(torch.randn(shape, generator=gen, dtype=torch.float64).abs() + 0.5)
 
 
+def _negative_large(shape, gen, dtype):
+    """All below -100: exp of any of them underflows float32 and float16, so a max that starts at 0
+    instead of -inf turns a softmax row into 0/0 (a shift-invariant op hides it at small magnitudes)."""
+    return -(100.0 * torch.randn(shape, generator=gen, dtype=torch.float64).abs() + 100.0)
+
+
 def _positive(shape, gen, dtype):
     return torch.randn(shape, generator=gen, dtype=torch.float64).abs() + 0.1
 
@@ -118,6 +124,7 @@ VALUE_CLASSES: dict[str, Sampler] = {
     "small": _scaled(1e-3),
     "tiny": _scaled(1e-6),
     "negative": _negative,
+    "negative_large": _negative_large,
     "positive": _positive,
     "near_constant": _near_constant,
     "offset_mean": _offset_mean,
