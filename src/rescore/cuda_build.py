@@ -9,8 +9,8 @@ a second run finds the folder's `build.json` and compiles nothing. The check wor
 builds by calling `activate(source)` before importing a CUDA submission: a `load_inline` call whose
 arguments are those the prebuild compiled imports the prebuilt library directly. Going through
 torch's own build instead runs ninja, which rebuilds whenever a file looks newer than the library (a
-cache copied to another machine, headers unpacked afresh): on the H200 every CUDA submission then
-spent about 75 s in nvcc in its worker, and a worker restarted after a CUDA error built it again.
+cache copied to another machine, say): on the H200 every CUDA submission spent about 75 s in its
+worker before its first case, the time of a cold build, with the prebuild's cache in place.
 
 Every build is recorded (`results/cuda_builds.parquet`): seconds, ok, and the compiler's error. On a
 machine without a GPU every CUDA submission is recorded `skipped`.
