@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# GPU measurements that outlast one call of a GPU lease, from the repository root:
+#
+#   bench/gpu_lease.sh WATCH_S                 (one call: start or watch the steps, then pack)
+#
+# The steps run detached (setsid) in WORK (default /tmp/rescore-lease), one after another, each
+# leaving WORK/<step>.done so that a driver started again skips what is finished:
+#   cold    `snakemake --cores 16 all --config shards=48` in WORK/cold, an empty folder (the Triton
+#           cache is whatever ~/.triton holds: empty on a fresh machine);
+#   warm    the same in WORK/warm, after cold: the Triton and CUDA caches are warm;
+#   corpus  bench/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included;
+#   big     the study tables with the larger setting (config/config.gpu.yaml: 32 seeds).
+# STEPS (default "cold warm corpus big") picks and orders them. Each call watches until WATCH_S
+# seconds have passed or the steps are done, then packs WORK (tables, logs, shard files; not the
+# warm run's shards) into $OUT/pack.tgz.part-* (15 MB parts) with driver.log and watch.txt, so a
+# lease that ends mid-step still returns what exists: `bench/partial_tables.py WORK/cold/results`.
+# Where .whl/ holds wheels (snakemake is not in the GPU image) they are installed first; where
+# RESCORE_CUDA_CACHE_TGZ names a tarball of a CUDA build cache it is unpacked into /tmp.
+set -u
+T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+WATCH=${1:?usage: bench/gpu_lease.sh WATCH_SECONDS}
+export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-cold warm corpus big} REPO=$PWD
+export RESCORE_CUDA_CACHE=${RESCORE_CUDA_CACHE:-/tmp/rescore-cuda} PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/snakemake ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site:$REPO/src || export PYTHONPATH=$REPO/src
+if [ -n "${RESCORE_CUDA_CACHE_TGZ:-}" ] && [ ! -d "$RESCORE_CUDA_CACHE" ]; then
+  cat $RESCORE_CUDA_CACHE_TGZ | tar -xz -C /tmp
+fi
+mkdir -p "$WORK"
+{ date -u; nvidia-smi -L; nproc; python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"; } > "$WORK/machine.txt" 2>&1
+
+if ! { [ -f "$WORK/driver.pid" ] && kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; } && [ ! -f "$WORK/all.done" ]; then
+  setsid nohup bash bench/gpu_lease_steps.sh > "$WORK/driver.out" 2>&1 < /dev/null &
+  echo $! > "$WORK/driver.pid"; echo "$(date -u +%T) steps (re)started: $STEPS" >> "$WORK/driver.log"
+fi
+until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; do
+  line="$(date -u +%T)"
+  for s in cold warm big; do line="$line $s $(ls "$WORK/$s/results/cases/corpus" 2>/dev/null | wc -l)"; done
+  echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg)" >> "$WORK/watch.txt"
+  sleep 15
+done
+for s in cold warm big; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
+cp "$WORK/driver.log" "$WORK/watch.txt" "$OUT/" 2>/dev/null
+tar -czf /tmp/pack.tgz -C "$WORK" --exclude='*.workers' --exclude='.snakemake' --exclude='config' \
+  --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm/results/cases' \
+  --ignore-failed-read $(cd "$WORK" && ls) 2>/dev/null
+split -b 15M /tmp/pack.tgz "$OUT/pack.tgz.part-"
+cat "$WORK/driver.log"; tail -3 "$WORK/watch.txt"

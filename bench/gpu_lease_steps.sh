@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The detached half of bench/gpu_lease.sh: runs $STEPS in $WORK one after another (see there).
+set -u
+log() { echo "$(date -u +%T) $*" >> "$WORK/driver.log"; }
+pipe() {  # step name, then snakemake targets and options
+  local name=$1; shift
+  local d=$WORK/$name t rc
+  mkdir -p "$d"; [ -d "$d/config" ] || cp -r "$REPO/config" "$d/config"
+  log "$name start"; t=$(date +%s)
+  (cd "$d" && python3 -m snakemake -s "$REPO/Snakefile" -d "$d" --cores 16 --keep-going --rerun-incomplete "$@" \
+     > "$d/snakemake.out" 2>&1)
+  rc=$?
+  log "$name end rc=$rc wall=$(( $(date +%s) - t )) s triton_cache=$(ls ~/.triton/cache 2>/dev/null | wc -l)"
+}
+for step in $STEPS; do
+  [ -f "$WORK/$step.done" ] && continue
+  case $step in
+    cold|warm) pipe "$step" all --config shards=48 ;;
+    corpus)
+      log "corpus start"; t=$(date +%s)
+      timeout "${CORPUS_TIMEOUT:-420}" python3 "$REPO/bench/gpu_corpus.py" --workers 8 --race-repeats 3 \
+        --out "$WORK/gpu_corpus.json" > "$WORK/gpu_corpus.log" 2>&1
+      log "corpus end rc=$? wall=$(( $(date +%s) - t )) s" ;;
+    big) pipe big results/tables/illusion.parquet results/tables/strategies.parquet \
+           results/tables/tolerances.parquet --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;
+    *) log "unknown step $step" ;;
+  esac
+  touch "$WORK/$step.done"
+done
+touch "$WORK/all.done"; log "steps done"
