@@ -6,17 +6,20 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from rescore import shards as shards_
-from rescore.dumps import read_dump
 from rescore.problem import submission_from_dict, submission_to_dict
-from rescore.runner import Progress, RunConfig, plan_cases, resolve_device, run_submission
-from rescore.sandbox import Worker
 from rescore.tables import read_parquet, write_parquet, write_text
 
+if TYPE_CHECKING:
+    from rescore.runner import RunConfig
+
 log = logging.getLogger("rescore")
+# The stages that run kernels import the runner (and torch) inside their functions: the table
+# stages, a dozen processes at the end of a run, then start without torch (1.6 s each on 2 cores).
 
 
 def setup_logging(path: str | None) -> None:
@@ -36,6 +39,8 @@ def setup_logging(path: str | None) -> None:
 
 def run_config(config: dict) -> RunConfig:
     """The run's settings from the validated Snakemake config."""
+    from rescore.runner import RunConfig, resolve_device
+
     device = resolve_device(config.get("device", "auto"))
     fuzz = config["fuzz"]
     strategies = dict(fuzz["strategies"])
@@ -55,6 +60,8 @@ def run_config(config: dict) -> RunConfig:
 
 
 def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> None:
+    from rescore.dumps import read_dump
+
     subs = read_dump(name, spec)
     rows = [s.row() for s in subs]
     write_parquet(pd.DataFrame(rows), out_submissions, "submissions")
@@ -64,6 +71,9 @@ def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> No
 
 def run_shard(manifest: str, shard: int, shards: int, config: dict, out_cases: str, log_dir: str) -> None:
     """Run every submission of one shard; write its case rows."""
+    from rescore.runner import Progress, plan_cases, run_submission
+    from rescore.sandbox import Worker
+
     cfg = run_config(config)
     subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
     assignment = shards_.assign([s.submission_id for s in subs], shards, shards_.expected_costs(subs, cfg.device))
@@ -169,6 +179,7 @@ def shrink(cases: str, submissions: str, manifests: list[str], config: dict, out
     """Shrink the first fuzz failure of every flagged submission to a minimal counterexample."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from rescore.sandbox import Worker
     from rescore.shrink import shrink_failure
     from rescore.study import failures_table
 

@@ -12,8 +12,6 @@ import contextlib
 import types
 from dataclasses import dataclass, field
 
-import torch
-
 DOMAINS = ("real", "positive", "unit")
 
 
@@ -59,6 +57,8 @@ def bound_sizes(module: types.ModuleType, sizes: dict[str, int]):
 
 def input_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[int, ...] | None]:
     """Shapes of `get_inputs()` at these sizes, computed on the meta device (no memory is touched)."""
+    import torch
+
     with bound_sizes(module, sizes):
         try:
             with torch.device("meta"):
@@ -71,6 +71,8 @@ def input_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[
 
 def param_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[int, ...]]:
     """Shapes of the reference Model's parameters and buffers at these sizes (on the meta device)."""
+    import torch
+
     with bound_sizes(module, sizes):
         try:
             with torch.device("meta"):
@@ -120,6 +122,8 @@ def schema_from_spec(spec: dict, size_names: list[str], module: types.ModuleType
 
 def infer_schema(module: types.ModuleType, size_names: list[str]) -> OpSchema:
     """Infer the sizes of a KernelBench problem that ships no schema."""
+    import torch
+
     base = {name: int(getattr(module, name)) for name in size_names if isinstance(getattr(module, name, None), int)}
     base_inputs = input_shapes(module, base)
     base_params = param_shapes(module, base)
