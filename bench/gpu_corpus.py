@@ -2,12 +2,14 @@
 the same input. This is the GPU half of tests/test_corpus.py::test_every_trigger_is_real. The CPU
 test skips the GPU-only classes (races, 32-bit offset overflow) and every CUDA C entry.
 
-python bench/gpu_corpus.py [--workers 8] [--race-repeats 3] [--out triggers.json]
+python bench/gpu_corpus.py [--workers 8] [--race-repeats 3] [--classes A,B] [--languages triton,cuda]
+                           [--out triggers.json]
 
 A race is not deterministic, so each race trigger runs `--race-repeats` times and counts as real
 only when every run fails while its control passes. The 32-bit offset triggers hold 2^31 elements
-(8 GiB in float32, twice that for the float64 truth): they run last, one at a time, so that two of
-them never share the GPU's memory. Prints one JSON line per (variant, run), then a
+(8 GiB in float32, twice that for the float64 truth): they run first, one at a time, so that two of
+them never share the GPU's memory. `--classes` and `--languages` keep only those variants (and their
+controls), for a short GPU lease. Prints one JSON line per (variant, run), then a
 summary per bug class and language. Each line is printed as soon as its variant is done.
 """
 
@@ -31,9 +33,18 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--race-repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--classes", help="comma-separated bug classes to keep (default: all)")
+    parser.add_argument("--languages", help="comma-separated languages to keep: triton, cuda (default: both)")
     parser.add_argument("--out", help="also write the summary as JSON here")
     args = parser.parse_args()
     corpus = load_corpus()
+    if args.classes or args.languages:
+        classes = set(args.classes.split(",")) if args.classes else None
+        languages = set(args.languages.split(",")) if args.languages else None
+        kept = [s for s in corpus if s.label == "buggy" and (classes is None or s.bug_class in classes)
+                and (languages is None or s.language in languages)]
+        controls = {s.control for s in kept}
+        corpus = kept + [s for s in corpus if s.name in controls]
     language = {s.name: s.language for s in corpus}
     start = time.perf_counter()
     lock = threading.Lock()
@@ -49,11 +60,11 @@ def main() -> None:
 
     huge = [s for s in corpus if s.bug_class == "int32_offset_overflow"]
     rest = [s for s in corpus if s not in huge]
-    runs = [("all", check_triggers(rest, device="cuda", workers=args.workers, timeout=args.timeout,
-                                   on_result=printer("all")))]
     huge_controls = {s.control for s in huge}
-    runs.append(("huge", check_triggers(huge + [s for s in corpus if s.name in huge_controls], device="cuda",
-                                        workers=1, timeout=args.timeout, on_result=printer("huge"))))
+    runs = [("huge", check_triggers(huge + [s for s in corpus if s.name in huge_controls], device="cuda",
+                                    workers=1, timeout=args.timeout, on_result=printer("huge")))]
+    runs.append(("all", check_triggers(rest, device="cuda", workers=args.workers, timeout=args.timeout,
+                                       on_result=printer("all"))))
     races = [s for s in corpus if s.bug_class == "race_nonatomic"]
     controls = {s.control for s in races}
     for rep in range(1, args.race_repeats):

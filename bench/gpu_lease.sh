@@ -7,10 +7,12 @@
 # leaving WORK/<step>.done so that a driver started again skips what is finished:
 #   cold    `snakemake --cores 16 all --config shards=48` in WORK/cold, an empty folder (the Triton
 #           cache is whatever ~/.triton holds: empty on a fresh machine);
-#   warm    the same in WORK/warm, after cold: the Triton and CUDA caches are warm;
-#   corpus  bench/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included;
-#   big     the study tables with the larger setting (config/config.gpu.yaml: 32 seeds).
-# STEPS (default "cold warm corpus big") picks and orders them. Each call watches until WATCH_S
+#   big     `all` with the larger study setting (config/config.gpu.yaml: 32 seeds) in WORK/big; its
+#           cases include every case of the default config (same seeds, more of them);
+#   warm    the default `all` in WORK/warm, after cold or big: the Triton and CUDA caches are warm;
+#   corpus  bench/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included.
+# STEPS (default "corpus& big warm") picks and orders them; a step written NAME& runs beside the
+# steps after it (the corpus triggers beside the cold run: only the warm run is timed alone). Each call watches until WATCH_S
 # seconds have passed or the steps are done, then packs WORK (tables, logs, shard files; not the
 # warm run's shards) into $OUT/pack.tgz.part-* (15 MB parts) with driver.log and watch.txt, so a
 # lease that ends mid-step still returns what exists: `bench/partial_tables.py WORK/cold/results`.
@@ -20,7 +22,7 @@ set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 WATCH=${1:?usage: bench/gpu_lease.sh WATCH_SECONDS}
-export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-cold warm corpus big} REPO=$PWD
+export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-corpus\& big warm} REPO=$PWD
 export RESCORE_CUDA_CACHE=${RESCORE_CUDA_CACHE:-/tmp/rescore-cuda} PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/snakemake ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

@@ -12,19 +12,23 @@ pipe() {  # step name, then snakemake targets and options
   rc=$?
   log "$name end rc=$rc wall=$(( $(date +%s) - t )) s triton_cache=$(ls ~/.triton/cache 2>/dev/null | wc -l)"
 }
-for step in $STEPS; do
-  [ -f "$WORK/$step.done" ] && continue
-  case $step in
-    cold|warm) pipe "$step" all --config shards=48 ;;
+step() {  # one step, then its .done mark
+  case $1 in
+    cold|warm) pipe "$1" all --config shards=48 ;;
     corpus)
-      log "corpus start"; t=$(date +%s)
+      log "corpus start"; local t=$(date +%s)
       timeout "${CORPUS_TIMEOUT:-420}" python3 "$REPO/bench/gpu_corpus.py" --workers 8 --race-repeats 3 \
         --out "$WORK/gpu_corpus.json" > "$WORK/gpu_corpus.log" 2>&1
       log "corpus end rc=$? wall=$(( $(date +%s) - t )) s" ;;
-    big) pipe big results/tables/illusion.parquet results/tables/strategies.parquet \
-           results/tables/tolerances.parquet --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;
-    *) log "unknown step $step" ;;
+    big) pipe big all --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;
+    *) log "unknown step $1" ;;
   esac
-  touch "$WORK/$step.done"
+  touch "$WORK/$1.done"
+}
+for s in $STEPS; do  # a step written NAME& runs beside the ones after it
+  name=${s%&}
+  [ -f "$WORK/$name.done" ] && continue
+  if [ "$name" != "$s" ]; then step "$name" & else step "$name"; fi
 done
+wait
 touch "$WORK/all.done"; log "steps done"

@@ -117,3 +117,32 @@ def test_the_reference_lowp_ratio_uses_the_tolerances_of_the_verdict():
     default = policy_ratios(o, t, "float32", 0.0, 1, False)["reference-lowp"]
     loose = policy_ratios(o, t, "float32", 0.0, 1, False, (1e-5, 1.1e-5))["reference-lowp"]
     assert default > 1.0 >= loose
+
+
+def test_a_linear_ops_slack_scales_with_its_terms_not_its_result():
+    """A row [1, 2^60, -2^60]: float64 sums it to 0 in order (the 1 is lost), a kernel that adds the
+    pair first returns 1, the right answer. The terms' size (2^61) covers it; a wrong value on a row
+    of ordinary terms is still flagged."""
+    from rescore.oracle.tolerance import DEFAULT_POLICY
+
+    x = torch.tensor([1.0, 2.0**60, -(2.0**60)], dtype=torch.float64)
+    truth = x.cumsum(0)  # [1, 2^60, 0]
+    assert truth[-1] == 0.0
+    out = torch.tensor([1.0, 2.0**60, 1.0], dtype=torch.float32)
+    slack = DEFAULT_POLICY.terms_slack("float32", x.abs().cumsum(0))
+    assert compare(out, truth, torch.float32, 1e-5, 1.3e-6).outcome == "mismatch"
+    c = compare(out, truth, torch.float32, 1e-5, 1.3e-6, slack)
+    assert c.outcome == "pass" and isinstance(c.slack, float)
+    y = torch.randn(64, dtype=torch.float64)
+    wrong = y.cumsum(0).to(torch.float32)
+    wrong[40] += 0.01
+    terms = DEFAULT_POLICY.terms_slack("float32", y.abs().cumsum(0))
+    c = compare(wrong, y.cumsum(0), torch.float32, 1e-5, 1.3e-6, terms)
+    assert c.outcome == "mismatch" and c.first_mismatch == [40] and "+ " in c.message()
+
+
+def test_corpus_reductions_declare_themselves_linear():
+    from rescore.corpus.catalog import load_corpus
+
+    linear = {s.problem.op for s in load_corpus() if (s.problem.schema or {}).get("linear")}
+    assert {"cumsum", "row_sum", "mean_dim"} <= linear and "softmax" not in linear

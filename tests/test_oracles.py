@@ -49,3 +49,15 @@ def test_schema_inference_fuzzes_sizes_but_not_the_axis(worker):
     sizes = [json.loads(r["sizes"]) for r in rows if r["oracle"] == "fuzz"]
     assert all(set(s) == {"rows", "cols"} for s in sizes)
     assert len({(s["rows"], s["cols"]) for s in sizes}) > 1
+
+
+def test_nan_the_reference_has_only_through_its_form_is_not_required(worker):
+    """A dense reference spreads a NaN through 0 * NaN to outputs that do not depend on it; a
+    kernel that never reads that input passes, one that drops a NaN it does read is flagged."""
+    cfg = RunConfig(strategies={"nan_injected": 6}, dtypes=("float32",))
+    correct = run_submission(toy_submission("problem_causal_mean.py", "causal_mean_prefix.py",
+                                            dtypes=("float32",)), cfg, worker)
+    assert Counter(r["outcome"] for r in correct if r["oracle"] == "fuzz") == {"pass": 6}
+    buggy = run_submission(toy_submission("problem_causal_mean.py", "causal_mean_nan_drop.py",
+                                          dtypes=("float32",)), cfg, worker)
+    assert Counter(r["outcome"] for r in buggy if r["oracle"] == "fuzz") == {"nonfinite": 6}

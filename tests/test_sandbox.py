@@ -87,3 +87,30 @@ def test_without_a_gpu_the_cuda_context_counts_as_unusable():
     from rescore.execute import cuda_context_usable
 
     assert cuda_context_usable() is torch.cuda.is_available()
+
+
+def test_large_tensors_hash_in_chunks_the_same_on_any_number_of_threads(monkeypatch):
+    """A 2^31-element trigger is hashed in chunks on all cores; the hash must not depend on the
+    thread count, must see a change anywhere, and small tensors hash as one plain buffer."""
+    import hashlib
+
+    import torch
+
+    from rescore import integrity
+
+    x = torch.arange(4096, dtype=torch.float64)
+    plain = hashlib.sha256()
+    integrity.hash_tensor(plain, x)
+    expected = hashlib.sha256(f"{tuple(x.shape)}{x.dtype}".encode() + x.numpy().tobytes()).hexdigest()
+    assert plain.hexdigest() == expected
+    monkeypatch.setattr(integrity, "HASH_CHUNK_BYTES", 1024)
+    digests = set()
+    for cores in (1, 3, 8):
+        monkeypatch.setattr(integrity.os, "cpu_count", lambda n=cores: n)
+        h = hashlib.sha256()
+        integrity.hash_tensor(h, x)
+        digests.add(h.hexdigest())
+    assert len(digests) == 1 and expected not in digests
+    y = x.clone()
+    y[4000] += 1
+    assert integrity.digest([y]) != integrity.digest([x]) == integrity.digest([x.clone()])

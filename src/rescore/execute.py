@@ -29,7 +29,7 @@ from rescore.inputs.layout import apply_layout
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import fill
-from rescore.integrity import Harness, digest, problem_snapshot, tensor_bytes
+from rescore.integrity import Harness, digest, hash_tensor, problem_snapshot
 from rescore.malformed import source_defect
 from rescore.oracle.compare import compare, max_finite_error
 from rescore.oracle.fixed import kernelbench_check
@@ -84,8 +84,7 @@ def inputs_hash(inputs: list) -> str:
     h = hashlib.sha256()
     for x in inputs:
         if isinstance(x, torch.Tensor):
-            h.update(f"{tuple(x.shape)}{x.dtype}".encode())
-            h.update(tensor_bytes(x))
+            hash_tensor(h, x)
         else:
             h.update(repr(x).encode())
     return h.hexdigest()[:16]
@@ -332,9 +331,8 @@ class Executor:
                 explicit = schema_from_spec(problem["schema"], sizes, self.problem)
                 domains = dict(inferred.domains)
                 domains.update(explicit.domains)
-                self.schema = OpSchema(
-                    explicit.dims, explicit.reduction, domains, explicit.max_elements, False, explicit.family
-                )
+                self.schema = OpSchema(explicit.dims, explicit.reduction, domains, explicit.max_elements, False,
+                                       explicit.family, explicit.linear)
             else:
                 self.schema = inferred
             _check_problem(self.problem)
@@ -636,6 +634,67 @@ class Executor:
         lowps = _flatten(ref_lowp) if ref_lowp is not None else None
         return truths, lowps
 
+    def _float64_run(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int) -> list | None:
+        """The reference at float64 (parameters as the case draws them) on other inputs; None when
+        it raises."""
+        assert self.problem is not None
+        xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs64]
+        try:
+            self._seed(wseed)
+            model = _round_parameters(self.problem.Model(*init), tdtype).to(self.device).to(torch.float64)
+            with torch.no_grad():
+                return _flatten(model(*xs))
+        except Exception:  # noqa: BLE001 - the caller falls back to the plain truth
+            return None
+
+    def _term_sizes(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int, truths: list) -> list | None:
+        """For an op whose schema says `linear` (each output a sum of inputs: a sum, a mean, a scan),
+        the op on |inputs|: the size of the terms each output sums. A correct kernel's rounding
+        error, and the float64 truth's own, scale with it, not with the result: a row holding
+        +-1.8e19 loses its small terms in float64 too, and a kernel summing in another order is
+        right where the truth is not. Non-finite sizes are 0 (those outputs are judged by class)."""
+        if self.schema is None or not self.schema.linear:
+            return None
+        got = self._float64_run([x.abs() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                                 for x in inputs64], init, tdtype, wseed)
+        if got is None or len(got) != len(truths):
+            return None
+        return [torch.where(torch.isfinite(a), a, torch.zeros((), dtype=a.dtype, device=a.device))
+                if a.is_floating_point() and a.shape == t.shape else None for a, t in zip(got, truths)]
+
+    def _structural_truths(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int,
+                           truths: list) -> list | None:
+        """Per output, the float64 value of each element that does not depend on the case's NaN and
+        Inf inputs (NaN where it does), or None when no input is non-finite or no truth is.
+
+        A reference written densely can be NaN only through its form: causal attention as scores
+        masked to -inf, softmax, then `@ v` gives 0 * NaN = NaN for a NaN in a future value that a
+        kernel skipping future blocks never reads, and is right not to. An element depends on the
+        non-finite inputs when the reference changes as they are replaced by +1e300 and by -1e300."""
+        assert self.problem is not None
+        floats = [x for x in inputs64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
+        if all(bool(torch.isfinite(x).all()) for x in floats):
+            return None
+        if all(bool(torch.isfinite(t).all()) for t in truths if t.is_floating_point()):
+            return None
+        runs = []
+        for stand_in in (1e300, -1e300):
+            got = self._float64_run(
+                [torch.where(torch.isfinite(x), x, torch.full_like(x, stand_in))
+                 if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs64],
+                init, tdtype, wseed)
+            if got is None or len(got) != len(truths):
+                return None  # no structural values: the truth stands as it is
+            runs.append(got)
+        structural: list = []
+        for a, b, t in zip(*runs, truths):
+            if not t.is_floating_point() or a.shape != t.shape or b.shape != t.shape:
+                structural.append(None)
+                continue
+            same = torch.isfinite(a) & (a == b)
+            structural.append(torch.where(same, a, torch.full_like(a, float("nan"))))
+        return structural
+
     @staticmethod
     def _scrub(outputs: list, inputs: list) -> None:
         """Overwrite the size check's reference outputs before they are freed, so that the answer
@@ -727,16 +786,20 @@ class Executor:
             lowp_inputs = self._lowp(inputs64, tdtype)
             before = _snapshot(lowp_inputs)
         truths, lowps = self._reference(inputs64, init, tdtype, wseed)
+        structural = self._structural_truths(inputs64, init, tdtype, wseed, truths)
+        terms = self._term_sizes(inputs64, init, tdtype, wseed, truths)
         self.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
         self.findings |= kernel_findings(self.job["submission"]["language"], ref_ops, record.ops, launches)
-        verdict = self._judge(out, truths, lowps, cand_inputs, before, tdtype, spec, row["reduction_len"])
+        verdict = self._judge(out, truths, lowps, cand_inputs, before, tdtype, spec, row["reduction_len"],
+                              structural, terms)
         if verdict["outcome"] == "pass" and self.device == "cuda":
             # Only a GPU can race: the interpreter runs program instances one after another, and
             # memory nothing wrote is NaN in the first run already; on the CPU a rerun finds nothing.
             again = self._rerun(model, lowp_inputs, spec.layout)
             if again is not None:
                 self.findings |= output_findings(_flatten(again) or [], truths + (lowps or []), "reads_reference")
-                verdict = self._judge_rerun(out, again, truths, lowps, tdtype, spec, row["reduction_len"], verdict)
+                verdict = self._judge_rerun(out, again, truths, lowps, tdtype, spec, row["reduction_len"], verdict,
+                                            structural, terms)
         return dict(row, **verdict)
 
     def _rerun(self, model, lowp_inputs: list, layout: str):
@@ -765,7 +828,7 @@ class Executor:
                      for g in groups)
 
     def _judge_rerun(self, out, again, truths, lowps, tdtype, spec: CaseSpec, reduction_len: int,
-                     verdict: dict) -> dict:
+                     verdict: dict, structural: list | None = None, terms: list | None = None) -> dict:
         """The second run on the same input is judged against the truth like the first. Two runs may
         differ in their last bits (a correct kernel that accumulates with atomics adds in whatever
         order the programs finish), so only a second run that fails its own judgement, or returns
@@ -778,14 +841,15 @@ class Executor:
         differ = sum(_unequal(x, y) for x, y in zip(host_a, host_b))
         if not differ:  # the same bits: the same verdict, without judging again
             return verdict
-        second = self._judge(again, truths, lowps, [], [], tdtype, spec, reduction_len)
+        second = self._judge(again, truths, lowps, [], [], tdtype, spec, reduction_len, structural, terms)
         if second["outcome"] == "pass":
             return verdict
         return dict(second, diagnosis="nondeterministic",
                     reason=f"nondeterministic: the first run passed, a second run on the same input differs from "
                            f"it in {differ} elements and fails: {second.get('reason', '')}"[:1000])
 
-    def _judge(self, out, truths, lowps, cand_inputs, before, tdtype, spec: CaseSpec, reduction_len: int) -> dict:
+    def _judge(self, out, truths, lowps, cand_inputs, before, tdtype, spec: CaseSpec, reduction_len: int,
+               structural: list | None = None, terms: list | None = None) -> dict:
         outs = _flatten(out)
         if outs is None or len(outs) != len(truths):
             return {
@@ -800,12 +864,14 @@ class Executor:
                 return {"outcome": "bad_output", "reason": f"dtype {o.dtype} != {want_dtype}"}
             if o.device.type != self.device:
                 return {"outcome": "bad_output", "reason": f"device {o.device} != {self.device}"}
-        outs, truths, lowps, cand_inputs, before = self._judged_where(outs, truths, lowps, cand_inputs, before)
+        outs, truths, lowps, structural, terms, cand_inputs, before = self._judged_where(
+            outs, truths, lowps, structural, terms, cand_inputs, before)
+        truths = [_structural_truth(o, t, st) for o, t, st in zip(outs, truths, structural or [None] * len(truths))]
         for i, (x, x0) in enumerate(zip(cand_inputs, before)):
             if isinstance(x, torch.Tensor) and not _same(x, x0):
                 return {"outcome": "mutated_input", "reason": f"input {i} was written by the candidate"}
-        verdicts = [self._judge_one(o, t, lp, tdtype, spec, reduction_len)
-                    for o, t, lp in zip(outs, truths, lowps or [None] * len(truths))]
+        verdicts = [self._judge_one(o, t, lp, tdtype, spec, reduction_len, ts)
+                    for o, t, lp, ts in zip(outs, truths, lowps or [None] * len(truths), terms or [None] * len(truths))]
         worst = next((v for v in verdicts if v["outcome"] != "pass"), verdicts[0])
         ratios: dict[str, float] = {}
         for v in verdicts:
@@ -814,7 +880,7 @@ class Executor:
         worst["policy_ratios"] = json.dumps(ratios, sort_keys=True)
         return worst
 
-    def _judge_one(self, o, t, lp, tdtype, spec: CaseSpec, reduction_len: int) -> dict:
+    def _judge_one(self, o, t, lp, tdtype, spec: CaseSpec, reduction_len: int, terms=None) -> dict:
         if not o.is_floating_point():
             wrong = int((o.cpu() != t.to(o.dtype).cpu()).sum())
             r = 0.0 if not wrong else float("inf")
@@ -824,6 +890,8 @@ class Executor:
                     "ratios": {n: r for n in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}}
         lowp_err = max_finite_error(lp, t) if lp is not None else 0.0
         atol, rtol, slack = DEFAULT_POLICY.bound(spec.dtype, lowp_err, self.job["problem"].get("tolerance"))
+        if terms is not None:  # a linear op: rounding error in proportion to the terms summed
+            slack = slack + DEFAULT_POLICY.terms_slack(spec.dtype, terms)
         cmp = compare(o, t, tdtype, atol, rtol, slack, lp)
         finite_t = t[torch.isfinite(t)]
         return {
@@ -838,11 +906,21 @@ class Executor:
             "first_mismatch": json.dumps(cmp.first_mismatch) if cmp.first_mismatch is not None else None,
             "atol": atol,
             "rtol": rtol,
-            "bound": slack,
+            "bound": cmp.slack,
             "ref_lowp_err": lowp_err,
             "ref_max_abs": float(finite_t.abs().max()) if finite_t.numel() else 0.0,
             "ratios": policy_ratios(o, t, spec.dtype, slack, reduction_len, cmp.n_nonfinite > 0, (atol, rtol)),
         }
+
+
+def _structural_truth(out: torch.Tensor, truth: torch.Tensor, structural: torch.Tensor | None) -> torch.Tensor:
+    """The truth `out` is judged by: where the reference is non-finite only through its form (see
+    `_structural_truths`) and `out` is finite, the value that does not depend on the non-finite
+    inputs; a non-finite `out` there still matches the reference's own NaN or Inf."""
+    if structural is None or not out.is_floating_point() or not truth.is_floating_point():
+        return truth
+    free = torch.isfinite(structural) & ~torch.isfinite(truth) & torch.isfinite(out)
+    return torch.where(free, structural, truth) if bool(free.any()) else truth
 
 
 def _round_parameters(model, dtype: torch.dtype):

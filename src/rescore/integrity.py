@@ -274,12 +274,38 @@ def problem_snapshot(problem: types.ModuleType) -> Snapshot:
     return Snapshot(spaces)
 
 
-def tensor_bytes(t: torch.Tensor) -> bytes:
-    """The values of a tensor as bytes in row-major order, whatever its strides."""
+def tensor_bytes(t: torch.Tensor):
+    """The values of a tensor as a flat uint8 numpy array in row-major order, whatever its strides
+    (a view of a dense CPU tensor: no copy; hashlib reads it as a buffer)."""
     flat = t.detach().cpu().reshape(-1)  # a view when the tensor is dense, else a copy
     if flat.stride(0) != 1:  # a one-element tensor keeps any stride, and a byte view needs 1
         flat = flat.clone(memory_format=torch.contiguous_format)
-    return flat.view(torch.uint8).numpy().tobytes()
+    return flat.view(torch.uint8).numpy()
+
+
+# Tensors past this size are hashed in chunks on all cores (hashlib lets go of the GIL): a 2^31-element
+# trigger holds 16 GiB at float64, a minute of hashing on one core. Below it, one plain hash.
+HASH_CHUNK_BYTES = 1 << 26
+
+
+def hash_tensor(h, t: torch.Tensor) -> None:
+    """Feed a tensor's shape, dtype and bytes to hash object `h`. Past HASH_CHUNK_BYTES the bytes go
+    in as the digests of fixed 64 MiB chunks (the same algorithm), so the result does not depend on
+    the number of threads."""
+    h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+    if not t.numel():
+        return
+    buf = tensor_bytes(t)
+    if buf.nbytes <= HASH_CHUNK_BYTES:
+        h.update(buf)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(start: int) -> bytes:
+        return hashlib.new(h.name, buf[start : start + HASH_CHUNK_BYTES]).digest()
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        h.update(b"".join(pool.map(one, range(0, buf.nbytes, HASH_CHUNK_BYTES))))
 
 
 def digest(tensors: list | None) -> str:
@@ -287,7 +313,6 @@ def digest(tensors: list | None) -> str:
     h = hashlib.blake2b(digest_size=16)
     for t in tensors or []:
         if isinstance(t, torch.Tensor):
-            h.update(f"{tuple(t.shape)}{t.dtype}{t.device}".encode())
-            if t.numel():
-                h.update(tensor_bytes(t))
+            h.update(str(t.device).encode())
+            hash_tensor(h, t)
     return h.hexdigest()

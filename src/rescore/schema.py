@@ -31,6 +31,7 @@ class OpSchema:
     max_elements: int | None = None
     inferred: bool = False
     family: str = ""
+    linear: bool = False  # each output a sum of inputs (sum, mean, scan): see oracle.tolerance terms_slack
 
     def defaults(self) -> dict[str, int]:
         return {d.name: d.default for d in self.dims}
@@ -117,6 +118,7 @@ def schema_from_spec(spec: dict, size_names: list[str], module: types.ModuleType
         max_elements=spec.get("max_elements"),
         inferred=False,
         family=str(spec.get("family", "")),
+        linear=bool(spec.get("linear", False)),
     )
 
 

@@ -77,15 +77,18 @@ def compare(
     dtype: torch.dtype,
     atol: float,
     rtol: float,
-    slack: float = 0.0,
+    slack: float | torch.Tensor = 0.0,
     ref_lowp: torch.Tensor | None = None,
 ) -> Comparison:
-    """Compare `out` (any float dtype) with `truth` (float64) elementwise; shapes must already match."""
+    """Compare `out` (any float dtype) with `truth` (float64) elementwise; shapes must already match.
+    `slack` is a number or a tensor of `truth`'s shape (a linear op's terms); the Comparison
+    reports it at the worst element (else its largest value)."""
     o = out.detach().to(torch.float64)
     t = truth.detach().to(torch.float64)
     n = o.numel()
+    per_element = isinstance(slack, torch.Tensor)
     if n == 0:
-        return Comparison("pass", 0.0, 0.0, 0.0, 0, 0, 0, None, atol, rtol, slack)
+        return Comparison("pass", 0.0, 0.0, 0.0, 0, 0, 0, None, atol, rtol, 0.0 if per_element else slack)
     co = _classes(o)
     ok_class = (co == _classes(t)) | (co == _classes(t.to(dtype).to(torch.float64)))
     if ref_lowp is not None:
@@ -114,6 +117,8 @@ def compare(
         flat = int(torch.argmax(torch.where(worst, score, torch.full_like(err, -1.0))))
         first = [int(i) for i in torch.unravel_index(torch.tensor(flat), o.shape)] if o.dim() else []
         actual, expected = float(o.reshape(-1)[flat]), float(t.reshape(-1)[flat])
+    if per_element:
+        slack = float(slack.reshape(-1)[flat]) if worst is not None else float(slack.max())
     diagnosis = diagnose(o, t, mismatch | nonfinite) if worst is not None else ""
     return Comparison(
         diagnosis=diagnosis,

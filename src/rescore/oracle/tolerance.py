@@ -52,6 +52,20 @@ class ReferenceLowp:
         atol = float(o.get("atol", atol))
         return atol, rtol, factor * ref_lowp_err
 
+    def terms_slack(self, dtype: str, terms: torch.Tensor) -> torch.Tensor:
+        """Elementwise slack of a linear op (schema `linear`): TERMS_FACTOR x the accumulation
+        epsilon (float32 for float32 and the half types, which accumulate in float32) x the size of
+        the terms each output sums. It covers any summation order, and the float64 truth's own loss
+        where the terms are 2^53 times the result."""
+        import torch
+
+        eps = float(torch.finfo(torch.float64 if dtype == "float64" else torch.float32).eps)
+        return (TERMS_FACTOR * eps) * terms.to(torch.float64)
+
+
+# The classical bound on a sum's rounding error is n eps sum|x_i|; the low-precision reference's
+# own error covers the usual n, this covers the terms' size (the cancellations it cannot see).
+TERMS_FACTOR = 2.0
 
 DEFAULT_POLICY = ReferenceLowp()
 
@@ -74,7 +88,7 @@ POLICY_DOCS: dict[str, str] = {
 }
 
 
-def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack: float,
+def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack: float | torch.Tensor,
                   reduction_len: int, nonfinite: bool, lowp_tols: tuple[float, float] | None = None
                   ) -> dict[str, float]:
     """Per policy, max over elements of |out - truth| / bound: the case passes that policy iff <= 1.
@@ -99,6 +113,8 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
         atol, rtol = table[dtype]
         ratios[name] = float((err / (atol + rtol * mag)).max())
     atol, rtol = lowp_tols if lowp_tols is not None else TORCH_DEFAULTS[dtype][::-1]
+    if isinstance(lowp_slack, torch.Tensor):  # a linear op's elementwise slack
+        lowp_slack = lowp_slack.to(torch.float64)[both]
     ratios["reference-lowp"] = float((err / (atol + rtol * mag + lowp_slack)).max())
     eps = float(torch.finfo(torch_dtype(dtype)).eps)
     tiny = float(torch.finfo(torch_dtype(dtype)).smallest_normal)
