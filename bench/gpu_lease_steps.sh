@@ -2,12 +2,13 @@
 # The detached half of bench/gpu_lease.sh: runs $STEPS in $WORK one after another (see there).
 set -u
 log() { echo "$(date -u +%T) $*" >> "$WORK/driver.log"; }
-pipe() {  # step name, then snakemake targets and options
+pipe() {  # step name, then snakemake targets and options (--set-threads, a list, goes last)
   local name=$1; shift
   local d=$WORK/$name t rc
   mkdir -p "$d"; [ -d "$d/config" ] || cp -r "$REPO/config" "$d/config"
   log "$name start"; t=$(date +%s)
-  (cd "$d" && python3 -m snakemake -s "$REPO/Snakefile" -d "$d" --cores 16 --keep-going --rerun-incomplete "$@" \
+  (cd "$d" && python3 -m snakemake -s "$REPO/Snakefile" -d "$d" --cores 16 --keep-going --rerun-incomplete \
+     "$@" --set-threads shrink_failures=8 cuda_prebuild=16 \
      > "$d/snakemake.out" 2>&1)
   rc=$?
   log "$name end rc=$rc wall=$(( $(date +%s) - t )) s triton_cache=$(ls ~/.triton/cache 2>/dev/null | wc -l)"

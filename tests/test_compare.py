@@ -146,3 +146,51 @@ def test_corpus_reductions_declare_themselves_linear():
 
     linear = {s.problem.op for s in load_corpus() if (s.problem.schema or {}).get("linear")}
     assert {"cumsum", "row_sum", "mean_dim"} <= linear and "softmax" not in linear
+
+
+def test_a_tensor_past_the_chunk_size_is_judged_the_same_in_chunks(monkeypatch):
+    """A 2^31-element trigger is compared a chunk at a time (the one-pass form needs ~10 float64
+    copies of the output); counts, maxima, the worst element and the policy ratios must not change."""
+    from rescore.oracle import compare as cmp_mod
+    from rescore.oracle.tolerance import policy_ratios
+
+    g = torch.Generator().manual_seed(0)
+    t = torch.randn(8, 300, generator=g, dtype=torch.float64)
+    out = t.to(torch.float32).clone()
+    out[1, 7] += 0.5
+    out[6, 250] -= 2.0
+    out[3, 3] = math.nan
+    slack = torch.rand(8, 300, generator=g, dtype=torch.float64) * 1e-6
+    finite = out.clone()
+    finite[3, 3] = t[3, 3]
+    cases = [(out, t, slack), (finite, t, slack), (t.to(torch.float32), t, 0.0)]
+    one_pass = [cmp_mod.compare(o, tt, torch.float32, 1e-5, 1.3e-6, s, tt.to(torch.float32)) for o, tt, s in cases]
+    ratios = policy_ratios(finite, t, "float32", slack, 300, False)
+    monkeypatch.setattr(cmp_mod, "CHUNK_ELEMENTS", 128)
+    chunked = [cmp_mod.compare(o, tt, torch.float32, 1e-5, 1.3e-6, s, tt.to(torch.float32)) for o, tt, s in cases]
+    for a, b in zip(one_pass, chunked):
+        assert repr((a.outcome, a.n_mismatch, a.n_nonfinite, a.first_mismatch, a.worst_actual, a.worst_expected)) == \
+               repr((b.outcome, b.n_mismatch, b.n_nonfinite, b.first_mismatch, b.worst_actual, b.worst_expected))
+        assert (a.max_abs_err, a.max_rel_err, a.err_ulp, a.slack) == (b.max_abs_err, b.max_rel_err, b.err_ulp, b.slack)
+    assert chunked[0].outcome == "nonfinite" and chunked[0].first_mismatch == [3, 3]
+    assert chunked[1].outcome == "mismatch" and chunked[1].first_mismatch == [6, 250]
+    assert policy_ratios(finite, t, "float32", slack, 300, False) == ratios
+    assert abs(cmp_mod.max_finite_error(out, t) - 2.0) < 1e-6
+    assert cmp_mod.max_abs_finite(out) == float(out[torch.isfinite(out)].abs().max())
+
+
+def test_a_large_tensor_unwritten_past_a_block_is_diagnosed_from_counts(monkeypatch):
+    """Wrapped 32-bit offsets leave the tail of a huge output unwritten (NaN: fresh memory is
+    NaN-filled); the chunked comparison names that without holding the pattern."""
+    from rescore.oracle import compare as cmp_mod
+
+    monkeypatch.setattr(cmp_mod, "CHUNK_ELEMENTS", 256)
+    t = torch.randn(4096, dtype=torch.float64)
+    out = t.to(torch.float32).clone()
+    out[2048:] = math.nan
+    c = cmp_mod.compare(out, t, torch.float32, 1e-5, 1.3e-6)
+    assert c.outcome == "nonfinite" and c.n_nonfinite == 2048 and c.first_mismatch == [2048]
+    assert c.diagnosis == "tail_region"
+    out[2048:] = 0.0
+    out[:2048] = math.nan
+    assert cmp_mod.compare(out, t, torch.float32, 1e-5, 1.3e-6).diagnosis == "everywhere"

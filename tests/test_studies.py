@@ -130,3 +130,19 @@ def test_paired_recall_counts_a_bug_only_where_its_control_passes_the_same_input
     assert table.loc["torch-default", "paired_kernel_recall_k"] == 1  # only "lone"
     assert table.loc["calibrated", "paired_kernel_recall_k"] == 2
     assert table.loc["calibrated", "paired_case_recall_k"] == 2 and table.loc["calibrated", "case_recall_k"] == 3
+
+
+def test_inputs_past_the_large_draw_are_float32_normals_widened_and_seeded(monkeypatch):
+    """A 2^31-element trigger draws float32 normals (five times faster on the CPU); ordinary cases
+    keep their float64 draws, so their seeds give the values they always gave."""
+    import torch
+
+    from rescore.inputs import values
+
+    small = values.fill((4, 8), "normal", torch.Generator().manual_seed(3), torch.float32, "real")
+    assert torch.equal(small, torch.randn((4, 8), generator=torch.Generator().manual_seed(3), dtype=torch.float64))
+    monkeypatch.setattr(values, "LARGE_DRAW", 16)
+    big = values.fill((4, 8), "normal", torch.Generator().manual_seed(3), torch.float32, "real")
+    again = values.fill((4, 8), "normal", torch.Generator().manual_seed(3), torch.float32, "real")
+    assert big.dtype == torch.float64 and torch.equal(big, again)
+    assert torch.equal(big, big.to(torch.float32).to(torch.float64)) and not torch.equal(big, small)

@@ -31,7 +31,7 @@ from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import fill
 from rescore.integrity import Harness, digest, hash_tensor, problem_snapshot
 from rescore.malformed import source_defect
-from rescore.oracle.compare import compare, max_finite_error
+from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
 from rescore.oracle.fixed import kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.problem import load_module, module_int_names
@@ -893,7 +893,6 @@ class Executor:
         if terms is not None:  # a linear op: rounding error in proportion to the terms summed
             slack = slack + DEFAULT_POLICY.terms_slack(spec.dtype, terms)
         cmp = compare(o, t, tdtype, atol, rtol, slack, lp)
-        finite_t = t[torch.isfinite(t)]
         return {
             "outcome": cmp.outcome,
             "reason": "" if cmp.outcome == "pass" else cmp.message(),
@@ -908,7 +907,7 @@ class Executor:
             "rtol": rtol,
             "bound": cmp.slack,
             "ref_lowp_err": lowp_err,
-            "ref_max_abs": float(finite_t.abs().max()) if finite_t.numel() else 0.0,
+            "ref_max_abs": max_abs_finite(t),
             "ratios": policy_ratios(o, t, spec.dtype, slack, reduction_len, cmp.n_nonfinite > 0, (atol, rtol)),
         }
 

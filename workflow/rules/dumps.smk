@@ -14,6 +14,9 @@ rule cuda_prebuild:
         device=config["device"],
         timeout_s=1800,
     threads: 8  # parallel CUDA builds; Snakemake caps this at --cores (profiles may set-threads)
+    # Every check shard waits for it: before the static study (priority 20), which otherwise held
+    # the cores it asks for, and a warm H200 run started its checks 29 s late (6 s of cached builds).
+    priority: 30
     log:
         "results/logs/cuda_prebuild/{dump}.log",
     conda:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from rescore.oracle.diagnose import diagnose
+from rescore.oracle.diagnose import diagnose, diagnose_from_counts
 
 _FINITE, _NAN, _POS_INF, _NEG_INF = 0, 1, 2, 3
 
@@ -71,6 +71,30 @@ def ulp_of(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.exp2(torch.floor(torch.log2(mag))) * float(info.eps)
 
 
+# Past this many elements a comparison runs in chunks: the one-pass form holds about ten float64
+# copies of the output at once (160 GiB for a 2^31-element trigger, more than an H200 has).
+CHUNK_ELEMENTS = 1 << 24
+
+
+def _judge_elements(o: torch.Tensor, t: torch.Tensor, dtype: torch.dtype, atol: float, rtol: float,
+                    slack: float | torch.Tensor, ref_lowp: torch.Tensor | None):
+    """Elementwise judgement of float64 `o` against float64 `t`:
+    (err, both_finite, mismatch, nonfinite, rel, ulps)."""
+    co = _classes(o)
+    ok_class = (co == _classes(t)) | (co == _classes(t.to(dtype).to(torch.float64)))
+    if ref_lowp is not None:
+        ok_class |= co == _classes(ref_lowp.detach().to(torch.float64))
+    both_finite = (co == _FINITE) & torch.isfinite(t)
+    err = torch.where(both_finite, (o - t).abs(), torch.zeros((), dtype=torch.float64, device=o.device))
+    bound = atol + rtol * t.abs() + slack
+    mismatch = both_finite & (err > bound)
+    nonfinite = ~ok_class & ~both_finite
+    tabs = torch.where(both_finite, t.abs(), torch.ones((), dtype=torch.float64, device=o.device))
+    rel = torch.where(tabs > 0, err / tabs, torch.where(err > 0, torch.full_like(err, math.inf), err))
+    ulps = torch.where(both_finite, err / ulp_of(torch.where(both_finite, t, torch.ones_like(t)), dtype), err)
+    return err, both_finite, mismatch, nonfinite, rel, ulps
+
+
 def compare(
     out: torch.Tensor,
     truth: torch.Tensor,
@@ -83,26 +107,17 @@ def compare(
     """Compare `out` (any float dtype) with `truth` (float64) elementwise; shapes must already match.
     `slack` is a number or a tensor of `truth`'s shape (a linear op's terms); the Comparison
     reports it at the worst element (else its largest value)."""
+    if out.numel() > CHUNK_ELEMENTS:
+        return _compare_in_chunks(out, truth, dtype, atol, rtol, slack, ref_lowp)
     o = out.detach().to(torch.float64)
     t = truth.detach().to(torch.float64)
     n = o.numel()
     per_element = isinstance(slack, torch.Tensor)
     if n == 0:
         return Comparison("pass", 0.0, 0.0, 0.0, 0, 0, 0, None, atol, rtol, 0.0 if per_element else slack)
-    co = _classes(o)
-    ok_class = (co == _classes(t)) | (co == _classes(t.to(dtype).to(torch.float64)))
-    if ref_lowp is not None:
-        ok_class |= co == _classes(ref_lowp.detach().to(torch.float64))
-    both_finite = (co == _FINITE) & torch.isfinite(t)
-    err = torch.where(both_finite, (o - t).abs(), torch.zeros((), dtype=torch.float64, device=o.device))
-    bound = atol + rtol * t.abs() + slack
-    mismatch = both_finite & (err > bound)
-    nonfinite = ~ok_class & ~both_finite
+    err, both_finite, mismatch, nonfinite, rel, ulps = _judge_elements(o, t, dtype, atol, rtol, slack, ref_lowp)
     n_mismatch = int(mismatch.sum())
     n_nonfinite = int(nonfinite.sum())
-    tabs = torch.where(both_finite, t.abs(), torch.ones((), dtype=torch.float64, device=o.device))
-    rel = torch.where(tabs > 0, err / tabs, torch.where(err > 0, torch.full_like(err, math.inf), err))
-    ulps = torch.where(both_finite, err / ulp_of(torch.where(both_finite, t, torch.ones_like(t)), dtype), err)
     max_abs = float(err.max())
     if n_nonfinite:
         outcome, worst = "nonfinite", nonfinite
@@ -138,11 +153,86 @@ def compare(
     )
 
 
+def _compare_in_chunks(out, truth, dtype, atol, rtol, slack, ref_lowp) -> Comparison:
+    """`compare` for a tensor past CHUNK_ELEMENTS, one chunk of the flat order at a time: the same
+    counts, maxima and worst element (the first non-finite one, else the largest error); the
+    diagnosis is read from counts and the first wrong element (`diagnose_from_counts`)."""
+    n = out.numel()
+    of, tf = out.detach().reshape(-1), truth.detach().reshape(-1)
+    lf = ref_lowp.detach().reshape(-1) if ref_lowp is not None else None
+    sf = slack.reshape(-1) if isinstance(slack, torch.Tensor) else None
+    n_mismatch = n_nonfinite = leak = dropped = bad_at_nonfinite_truth = finite_bad = 0
+    max_abs = max_rel = max_ulp = 0.0
+    first_bad = first_nonfinite = worst_mismatch = None  # flat indices
+    worst_mismatch_err = -1.0
+    for start in range(0, n, CHUNK_ELEMENTS):
+        part = slice(start, start + CHUNK_ELEMENTS)
+        o, t = of[part].to(torch.float64), tf[part].to(torch.float64)
+        err, both_finite, mismatch, nonfinite, rel, ulps = _judge_elements(
+            o, t, dtype, atol, rtol, sf[part] if sf is not None else slack, lf[part] if lf is not None else None)
+        n_mismatch += int(mismatch.sum())
+        n_nonfinite += int(nonfinite.sum())
+        max_abs, max_rel = max(max_abs, float(err.max())), max(max_rel, float(rel.max()))
+        max_ulp = max(max_ulp, float(ulps.max()))
+        bad = mismatch | nonfinite
+        if not bool(bad.any()):
+            continue
+        if first_bad is None:
+            first_bad = start + int(torch.argmax(bad.to(torch.uint8)))
+        if first_nonfinite is None and bool(nonfinite.any()):
+            first_nonfinite = start + int(torch.argmax(nonfinite.to(torch.uint8)))
+        if bool(mismatch.any()):
+            scored = torch.where(mismatch, err, torch.full_like(err, -1.0))
+            i = int(torch.argmax(scored))  # the first of equal errors, as in one pass
+            if float(scored[i]) > worst_mismatch_err:
+                worst_mismatch_err, worst_mismatch = float(scored[i]), start + i
+        t_fin, o_fin = torch.isfinite(t), torch.isfinite(o)
+        leak += int((bad & t_fin & ~o_fin).sum())
+        dropped += int((bad & ~t_fin & o_fin).sum())
+        bad_at_nonfinite_truth += int((bad & ~t_fin).sum())
+        finite_bad += int((bad & t_fin & o_fin).sum())
+    if n_nonfinite:
+        outcome, flat = "nonfinite", first_nonfinite
+    elif n_mismatch:
+        outcome, flat = "mismatch", worst_mismatch
+    else:
+        outcome, flat = "pass", None
+    first = actual = expected = None
+    diagnosis = ""
+    if flat is not None:
+        first = [int(i) for i in torch.unravel_index(torch.tensor(flat), out.shape)]
+        actual, expected = float(of[flat]), float(tf[flat])
+        diagnosis = diagnose_from_counts(first_bad, n_mismatch + n_nonfinite, n, leak, dropped,
+                                         bad_at_nonfinite_truth, finite_bad)
+    if sf is not None:
+        slack = float(sf[flat]) if flat is not None else float(sf.max())
+    return Comparison(diagnosis=diagnosis, outcome=outcome, max_abs_err=max_abs, max_rel_err=max_rel,
+                      err_ulp=max_ulp, n_elements=n, n_mismatch=n_mismatch, n_nonfinite=n_nonfinite,
+                      first_mismatch=first, atol=atol, rtol=rtol, slack=slack, worst_actual=actual,
+                      worst_expected=expected)
+
+
 def max_finite_error(approx: torch.Tensor, truth: torch.Tensor) -> float:
     """Largest |approx - truth| over the elements where both are finite (0 when there are none)."""
+    if approx.numel() > CHUNK_ELEMENTS:
+        a, t = approx.detach().reshape(-1), truth.detach().reshape(-1)
+        return max(max_finite_error(a[i : i + CHUNK_ELEMENTS], t[i : i + CHUNK_ELEMENTS])
+                   for i in range(0, a.numel(), CHUNK_ELEMENTS))
     a = approx.detach().to(torch.float64)
     t = truth.detach().to(torch.float64)
     both = torch.isfinite(a) & torch.isfinite(t)
     if not bool(both.any()):
         return 0.0
     return float((a - t).abs()[both].max())
+
+
+def max_abs_finite(x: torch.Tensor) -> float:
+    """Largest finite |x| (0 when there is none), a chunk at a time past CHUNK_ELEMENTS."""
+    flat = x.detach().reshape(-1)
+    top = 0.0
+    for i in range(0, flat.numel(), CHUNK_ELEMENTS):
+        part = flat[i : i + CHUNK_ELEMENTS].to(torch.float64)
+        part = part[torch.isfinite(part)]
+        if part.numel():
+            top = max(top, float(part.abs().max()))
+    return top

@@ -13,9 +13,10 @@ Kinds (one per case, the first that fits, in this order):
   magnitude_dependent mismatches only among the largest magnitudes of the reference
   everywhere          (almost) every element is wrong, with no simpler pattern
   scattered           none of the above
-Kinds the executor adds: `out_of_bounds` (a crash: under the interpreter a load or store outside
-every tensor argument, stopped by `interpreter_guard.py`), and the submission-level
-`growing_with_reduction` and `nondeterministic` (with the study).
+A tensor past `compare.CHUNK_ELEMENTS` gets only the kinds its counts can tell
+(`diagnose_from_counts`). Kinds the executor adds: `out_of_bounds` (a crash: under the
+interpreter a load or store outside every tensor argument, stopped by `interpreter_guard.py`),
+and the submission-level `growing_with_reduction` and `nondeterministic` (with the study).
 """
 
 from __future__ import annotations
@@ -100,6 +101,21 @@ def diagnose(out: torch.Tensor, truth: torch.Tensor, bad: torch.Tensor) -> str:
     if int(bad.sum()) >= 0.9 * bad.numel():
         return "everywhere"
     return "scattered"
+
+
+def diagnose_from_counts(first_bad: int, n_bad: int, n: int, leak: int, dropped: int,
+                         bad_at_nonfinite_truth: int, finite_bad: int) -> str:
+    """The kind of a failure of a tensor too large to hold its pattern (a 2^31-element trigger),
+    from counts over the wrong elements and the flat index of the first: the kinds of `diagnose`
+    that need no more (non-finite leaks and drops, a tail past a block along the flat index,
+    everywhere, scattered)."""
+    if leak and not finite_bad:
+        return "tail_region" if _past_block(torch.tensor([first_bad]), n) else "nonfinite_leak"
+    if bad_at_nonfinite_truth and dropped * 2 >= n_bad:
+        return "nonfinite_dropped"
+    if _past_block(torch.tensor([first_bad]), n):
+        return "tail_region"
+    return "everywhere" if n_bad >= 0.9 * n else "scattered"
 
 
 def _spatial(bad: torch.Tensor, shape: torch.Size) -> str:
