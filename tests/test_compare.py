@@ -194,3 +194,16 @@ def test_a_large_tensor_unwritten_past_a_block_is_diagnosed_from_counts(monkeypa
     out[2048:] = 0.0
     out[:2048] = math.nan
     assert cmp_mod.compare(out, t, torch.float32, 1e-5, 1.3e-6).diagnosis == "everywhere"
+
+
+def test_the_calibrated_model_holds_half_types_to_float32_accumulation():
+    """A bfloat16 variance over 636 terms summed in float16 was 0.055 off (H200,
+    var_dim_triton_fp16acc) and passed with the half type's eps on the sum; a correctly rounded
+    bfloat16 output stays within half an ulp."""
+    from rescore.oracle.tolerance import policy_ratios
+
+    truth = torch.tensor([1.02, 0.97], dtype=torch.float64)
+    rounded = truth.to(torch.bfloat16)
+    assert policy_ratios(rounded, truth, "bfloat16", 0.0, 636, False)["calibrated-base"] <= 0.5
+    off = (truth + 0.055).to(torch.bfloat16)
+    assert policy_ratios(off, truth, "bfloat16", 0.0, 636, False)["calibrated-base"] > 2.0

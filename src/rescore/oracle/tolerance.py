@@ -84,7 +84,8 @@ POLICY_DOCS: dict[str, str] = {
     "torch-default": "torch.testing.assert_close defaults per dtype",
     "reference-lowp": "rescore's fuzz default: torch defaults + 4x the low-precision reference's own error",
     "p95x1.5": "published calibration: atol = 1.5 x p95 of a control's max abs error per (op, dtype)",
-    "calibrated": "rescore: |out-ref| <= k eps (|ref| + sqrt(L) max|ref|), k fit per (op, dtype) on calibration seeds",
+    "calibrated": "rescore: |out-ref| <= k (eps |ref| + eps_acc sqrt(L) max|ref|), k fit per (op, dtype) on "
+                  "calibration seeds; eps_acc is float32's for the half types, which accumulate in float32",
 }
 
 
@@ -127,7 +128,11 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
     atol, rtol = lowp_tols if lowp_tols is not None else TORCH_DEFAULTS[dtype][::-1]
     eps = float(torch.finfo(torch_dtype(dtype)).eps)
     tiny = float(torch.finfo(torch_dtype(dtype)).smallest_normal)
-    scale = top * max(1, reduction_len) ** 0.5
+    # The sum's rounding at the accumulation precision: a correct half-type kernel accumulates in
+    # float32 (the truth's inputs are already rounded); with the half type's eps there, a float16
+    # variance summed in float16 passed at bfloat16 (H200, var_dim_triton_fp16acc).
+    eps_acc = float(torch.finfo(torch.float32).eps) if dtype in ("float16", "bfloat16") else eps
+    scale = eps_acc * top * max(1, reduction_len) ** 0.5
     ratios = {name: 0.0 for name in names}
     for i in starts:
         o, t, both = kept[0] if kept else chunk(i)
@@ -140,7 +145,7 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
             found[name] = float((err / (f_atol + f_rtol * mag)).max())
         slack = lowp_slack if flat_s is None else flat_s[i : i + step].to(torch.float64)[both]  # a linear op's
         found["reference-lowp"] = float((err / (atol + rtol * mag + slack)).max())
-        found["calibrated-base"] = float((err / (eps * (mag + scale) + tiny)).max())
+        found["calibrated-base"] = float((err / (eps * mag + scale + tiny)).max())
         ratios = {name: max(ratios[name], found[name]) for name in names}
     return ratios
 
