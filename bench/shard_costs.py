@@ -1,39 +1,117 @@
-"""Write the per-submission costs that balance the check shards (src/rescore/corpus/shard_costs.json)
-from the cases table of a finished run:
+"""Write the per-submission costs that balance the check shards from a finished run:
 
 python bench/shard_costs.py RESULTS_DIR [--out src/rescore/corpus/shard_costs.json]
+python bench/shard_costs.py RESULTS_DIR --from-logs [--snakemake-log FILE]
+                            [--out src/rescore/corpus/shard_costs.cuda.json]
 
-A submission's cost is the seconds its candidate calls took (`wall_ms`) plus 5 ms per executed case
-for the harness's own work. Only the balance between shards depends on these numbers, never a result.
+From the cases table (the default), a submission's cost is the seconds its candidate calls took
+(`wall_ms`) plus 5 ms per executed case for the harness's own work. `--from-logs` reads the check
+shards' logs instead (a GPU lease may bring back logs and tables but not the cases): a submission
+costs the seconds between its line and the line before it in its shard's log, which is the shard's
+start line, or for logs written before there was one, the shard job's start in Snakemake's log
+(`--snakemake-log`). Those seconds are everything the shard spent on it, Triton's JIT included. Only
+the balance between shards depends on these numbers, never a result.
+
+`--replay SHARDS SLOTS` also replays the measured seconds through the assignment each cost file
+would give (`--before`, by default the file at `--out` as it was, and the new costs), shards
+started in index order on SLOTS cores, and prints the slowest shard and the stage's length.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 
-from rescore.shards import COSTS
+from rescore.problem import submission_from_dict
+from rescore.shards import COSTS, assign, load_costs
 
 HARNESS_S_PER_CASE = 0.005
+_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (?:(shard \d+ of \d+:)|(\S+): \d+ cases)")
+_JOB = re.compile(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]\n(?:local)?rule check_shard:"
+                  r".*?wildcards: dump=(\S+?), shard=(\d+)", re.S)
+
+
+def from_cases(results: Path) -> dict[str, float]:
+    cases = pd.read_parquet(results / "tables" / "cases.parquet", columns=["submission_id", "wall_ms", "outcome"])
+    executed = cases[cases["outcome"] != "skipped"].groupby("submission_id")
+    cost = executed["wall_ms"].sum().div(1000) + HARNESS_S_PER_CASE * executed.size()
+    # A submission that never ran here (CUDA C on a CPU) is left out: it counts as the median cost
+    # (a cost of 0 piled every CUDA C submission into the same few shards of a GPU run).
+    return {str(k): float(v) for k, v in cost.items()}
+
+
+def shard_starts(snakemake_log: Path) -> dict[tuple[str, str], dt.datetime]:
+    """(dump, shard) -> when Snakemake started that check job."""
+    text = snakemake_log.read_text()
+    return {(m.group(2), m.group(3)): dt.datetime.strptime(re.sub(" +", " ", m.group(1)), "%a %b %d %H:%M:%S %Y")
+            for m in _JOB.finditer(text)}
+
+
+def from_logs(results: Path, snakemake_log: Path | None) -> dict[str, float]:
+    ids = {}
+    for manifest in (results / "ingest").glob("*/manifest.json"):
+        subs = map(submission_from_dict, json.loads(manifest.read_text()))
+        ids.update({s.name: s.submission_id for s in subs})
+    starts = shard_starts(snakemake_log) if snakemake_log else {}
+    cost: dict[str, float] = {}
+    for log in sorted((results / "logs" / "check").glob("*/shard-*.log")):
+        previous = starts.get((log.parent.name, log.stem.split("-")[1]))
+        for line in log.read_text().splitlines():
+            m = _LINE.match(line)
+            if not m:
+                continue
+            when = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
+            if m.group(3) and previous is not None and m.group(3) in ids:
+                cost[ids[m.group(3)]] = max(0.0, (when - previous).total_seconds())
+            previous = when
+    return cost
+
+
+def replay(measured: dict[str, float], costs: dict[str, float], shards: int, slots: int) -> tuple[float, float]:
+    """(slowest shard, stage length) when `costs` assign the shards and `measured` is what each
+    submission takes; shards start in index order as cores free up."""
+    import heapq
+
+    where = assign(list(measured), shards, costs)
+    load = [0.0] * shards
+    for sid, seconds in measured.items():
+        load[where[sid]] += seconds
+    free = [0.0] * slots
+    end = 0.0
+    for seconds in load:
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + seconds)
+        end = max(end, start + seconds)
+    return max(load), end
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results")
+    parser.add_argument("--from-logs", action="store_true", help="time submissions from the shard logs")
+    parser.add_argument("--snakemake-log", help="Snakemake's output, for the shard start times")
     parser.add_argument("--out", default=str(COSTS))
+    parser.add_argument("--replay", nargs=2, type=int, metavar=("SHARDS", "SLOTS"))
+    parser.add_argument("--before", help="the cost file to replay against (default: --out)")
     args = parser.parse_args()
-    table = Path(args.results) / "tables" / "cases.parquet"
-    cases = pd.read_parquet(table, columns=["submission_id", "wall_ms", "outcome"])
-    executed = cases[cases["outcome"] != "skipped"].groupby("submission_id")
-    cost = executed["wall_ms"].sum().div(1000) + HARNESS_S_PER_CASE * executed.size()
-    # A submission that never ran here (CUDA C on a CPU) is left out: it counts as the median cost
-    # (a cost of 0 piled every CUDA C submission into the same few shards of a GPU run).
-    doc = {k: round(float(v), 1) for k, v in cost.items()}
+    results = Path(args.results)
+    if args.from_logs:
+        cost = from_logs(results, Path(args.snakemake_log) if args.snakemake_log else None)
+    else:
+        cost = from_cases(results)
+    if args.replay:
+        for label, costs in (("before", load_costs(Path(args.before or args.out))), ("after", cost)):
+            slowest, stage = replay(cost, costs, *args.replay)
+            print(f"{label}: slowest shard {slowest:.1f} s, check stage {stage:.1f} s")
+    doc = {k: round(v, 1) for k, v in sorted(cost.items())}
     Path(args.out).write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
-    print(f"{args.out}: {len(cost)} submissions, {cost.sum():.0f} s in all, the largest {cost.max():.0f} s")
+    total, largest = sum(doc.values()), max(doc.values())
+    print(f"{args.out}: {len(doc)} submissions, {total:.0f} s in all, the largest {largest:.0f} s")
 
 
 if __name__ == "__main__":

@@ -49,3 +49,17 @@ def test_a_shard_claims_its_share_of_cores_when_asked_for_more_than_the_machine_
     cores = machine_cores()
     assert shard_threads(None) == 1 and shard_threads(cores) == 1
     assert shard_threads(4 * cores) == 4  # `--cores 8` on 2 cores: 2 shards at a time
+
+
+def test_a_gpu_run_balances_by_gpu_costs_where_they_were_measured(tmp_path, monkeypatch):
+    """On the H200 the CPU's costs put 134 s in one shard of a 202 s check stage (the GPU costs
+    differ in kind: Triton's JIT, not the interpreter); a GPU run reads the GPU's own file."""
+    from rescore import shards
+
+    subs = load_corpus()
+    gpu = shards.load_costs(shards.COSTS_CUDA)
+    assert {s.submission_id for s in subs} <= set(gpu)  # CUDA C included: a GPU run times it
+    assert shards.expected_costs(subs, "cuda") == gpu
+    assert shards.expected_costs(subs, "cpu") != gpu
+    monkeypatch.setattr(shards, "COSTS_CUDA", tmp_path / "absent.json")
+    assert shards.expected_costs(subs, "cuda") == shards.load_costs(shards.COSTS)

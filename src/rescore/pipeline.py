@@ -80,6 +80,7 @@ def run_shard(manifest: str, shard: int, shards: int, config: dict, out_cases: s
     mine = [s for s in subs if assignment[s.submission_id] == shard]
     mine = [s for s in mine if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
     total = sum(len(plan_cases(s, cfg)) for s in mine)
+    log.info("shard %d of %d: %d submissions, %d cases", shard, shards, len(mine), total)  # costs from logs
     progress = Progress(total, label=f"shard {shard}: ")
     worker = Worker(cfg.device, cfg.budget, log_dir)
     rows: list[dict] = []

@@ -4,7 +4,8 @@ A run's wall time is that of its slowest shard. Under the Triton interpreter one
 50 times another (a rank-1 matmul that loops over K against a ReLU), so dealing submissions out by
 hash left one shard running alone for minutes after the others were done. Shards are filled
 longest-first (each submission, most expensive first, to the shard with the least work so far)
-from the costs a previous run measured (`COSTS`, written by `bench/shard_costs.py`). A submission the
+from the costs a previous run measured (`COSTS`, and `COSTS_CUDA` for a GPU run, written by
+`bench/shard_costs.py`). A submission the
 file does not list (a new dump, a new entry, a CUDA C submission, which a CPU run skips and so
 cannot time) counts as the median cost; on the CPU CUDA C is free (`expected_costs`). The assignment
 depends only on the manifest, that file and the device, so a resumed run gives every shard the same
@@ -19,6 +20,9 @@ import statistics
 from pathlib import Path
 
 COSTS = Path(__file__).parent / "corpus" / "shard_costs.json"
+# On a GPU the costs differ in kind (Triton's JIT, not the interpreter, dominates a new size), so a
+# GPU run balances by the seconds a GPU run measured, where that file exists.
+COSTS_CUDA = Path(__file__).parent / "corpus" / "shard_costs.cuda.json"
 
 
 def machine_cores() -> int:
@@ -46,9 +50,11 @@ def load_costs(path: Path = COSTS) -> dict[str, float]:
         return {}
 
 
-def expected_costs(subs: list, device: str, path: Path = COSTS) -> dict[str, float]:
-    """submission_id -> expected seconds on `device`: the recorded costs, and 0 for a CUDA C
-    submission on the CPU, where it is skipped."""
+def expected_costs(subs: list, device: str, path: Path | None = None) -> dict[str, float]:
+    """submission_id -> expected seconds on `device`: the recorded costs (a GPU's own where
+    `COSTS_CUDA` exists), and 0 for a CUDA C submission on the CPU, where it is skipped."""
+    if path is None:
+        path = COSTS_CUDA if device == "cuda" and COSTS_CUDA.is_file() else COSTS
     costs = load_costs(path)
     if device == "cpu":
         costs.update({s.submission_id: 0.0 for s in subs if s.language == "cuda"})
