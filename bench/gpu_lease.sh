@@ -10,12 +10,15 @@
 #   big     `all` with the larger study setting (config/config.gpu.yaml: 32 seeds) in WORK/big; its
 #           cases include every case of the default config (same seeds, more of them);
 #   warm    the default `all` in WORK/warm, after cold or big: the Triton and CUDA caches are warm;
-#   corpus  bench/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included.
+#   warm2   the same again in WORK/warm2 (a warm run after big can still compile a few kernels);
+#   corpus  bench/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included (the 2^31
+#           ones first), cut at CORPUS_TIMEOUT seconds (default 900).
 # STEPS (default "corpus& big warm") picks and orders them; a step written NAME& runs beside the
-# steps after it (the corpus triggers beside the cold run: only the warm run is timed alone). Each call watches until WATCH_S
-# seconds have passed or the steps are done, then packs WORK (tables, logs, shard files; not the
-# warm run's shards) into $OUT/pack.tgz.part-* (15 MB parts) with driver.log and watch.txt, so a
-# lease that ends mid-step still returns what exists: `bench/partial_tables.py WORK/cold/results`.
+# steps after it (the corpus triggers beside the cold run: only the warm runs are timed alone).
+# Each call watches until WATCH_S seconds have passed or the steps are done, then packs WORK
+# (tables, logs, shard files; not warm2's shards) into $OUT/pack.tgz.part-* (15 MB parts) with
+# driver.log and watch.txt, so a lease that ends mid-step still returns what exists:
+# `bench/partial_tables.py WORK/big/results`.
 # Where .whl/ holds wheels (snakemake is not in the GPU image) they are installed first; where
 # RESCORE_CUDA_CACHE_TGZ names a tarball of a CUDA build cache it is unpacked into /tmp.
 set -u
@@ -40,14 +43,14 @@ if ! { [ -f "$WORK/driver.pid" ] && kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/n
 fi
 until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; do
   line="$(date -u +%T)"
-  for s in cold warm big; do line="$line $s $(ls "$WORK/$s/results/cases/corpus" 2>/dev/null | wc -l)"; done
+  for s in cold big warm warm2; do line="$line $s $(ls "$WORK/$s/results/cases/corpus" 2>/dev/null | wc -l)"; done
   echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg)" >> "$WORK/watch.txt"
   sleep 15
 done
-for s in cold warm big; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
+for s in cold big warm warm2; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
 cp "$WORK/driver.log" "$WORK/watch.txt" "$OUT/" 2>/dev/null
 tar -czf /tmp/pack.tgz -C "$WORK" --exclude='*.workers' --exclude='.snakemake' --exclude='config' \
-  --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm/results/cases' \
+  --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm2/results/cases' \
   --ignore-failed-read $(cd "$WORK" && ls) 2>/dev/null
 split -b 15M /tmp/pack.tgz "$OUT/pack.tgz.part-"
 cat "$WORK/driver.log"; tail -3 "$WORK/watch.txt"

@@ -15,10 +15,10 @@ pipe() {  # step name, then snakemake targets and options (--set-threads, a list
 }
 step() {  # one step, then its .done mark
   case $1 in
-    cold|warm) pipe "$1" all --config shards=48 ;;
+    cold|warm|warm2) pipe "$1" all --config shards=48 ;;
     corpus)
       log "corpus start"; local t=$(date +%s)
-      timeout "${CORPUS_TIMEOUT:-420}" python3 "$REPO/bench/gpu_corpus.py" --workers 8 --race-repeats 3 \
+      timeout "${CORPUS_TIMEOUT:-900}" python3 "$REPO/bench/gpu_corpus.py" --workers 8 --race-repeats 3 \
         --out "$WORK/gpu_corpus.json" > "$WORK/gpu_corpus.log" 2>&1
       log "corpus end rc=$? wall=$(( $(date +%s) - t )) s" ;;
     big) pipe big all --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;
