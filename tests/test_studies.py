@@ -146,3 +146,34 @@ def test_inputs_past_the_large_draw_are_float32_normals_widened_and_seeded(monke
     again = values.fill((4, 8), "normal", torch.Generator().manual_seed(3), torch.float32, "real")
     assert big.dtype == torch.float64 and torch.equal(big, again)
     assert torch.equal(big, big.to(torch.float32).to(torch.float64)) and not torch.equal(big, small)
+
+
+def test_a_case_past_the_large_draw_takes_its_shapes_from_the_meta_device(monkeypatch):
+    """A 2^31-element trigger skips the problem's own random draw (its values are replaced
+    anyway): no draw from the global generator, the same values on every call. An ordinary case
+    still calls `get_inputs()` as it always did."""
+    import torch
+    from conftest import toy_submission
+
+    import rescore.execute as ex
+    from rescore.inputs.seeds import sub_seed
+    from rescore.inputs.strategies import CaseSpec
+    from rescore.runner import job_of
+
+    executor = ex.Executor("cpu", 1 << 20)
+    executor.load(job_of(toy_submission("problem_scale.py", "scale_correct.py")))
+    spec = CaseSpec("trigger", 5, "float32", {"batch_size": 8, "dim": 1024}, "normal", "contiguous")
+
+    def generator_after_inputs() -> torch.Tensor:
+        executor.make_inputs(spec)
+        return torch.random.get_rng_state()
+
+    torch.default_generator.manual_seed(sub_seed(spec.seed, "get_inputs"))
+    untouched = torch.random.get_rng_state()
+    assert not torch.equal(generator_after_inputs(), untouched)  # ordinary: get_inputs() drew
+    ordinary = executor.make_inputs(spec)[0][0]
+    monkeypatch.setattr(ex, "LARGE_DRAW", 1024)
+    assert torch.equal(generator_after_inputs(), untouched)  # large: shapes from meta, no draw
+    large = executor.make_inputs(spec)[0][0]
+    assert large.shape == ordinary.shape and large.dtype == torch.float64
+    assert torch.equal(large, executor.make_inputs(spec)[0][0]) and torch.equal(ordinary, large)
