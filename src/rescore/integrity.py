@@ -274,7 +274,7 @@ def problem_snapshot(problem: types.ModuleType) -> Snapshot:
     return Snapshot(spaces)
 
 
-def tensor_bytes(t: torch.Tensor):
+def tensor_buffer(t: torch.Tensor):
     """The values of a tensor as a flat uint8 numpy array in row-major order, whatever its strides
     (a view of a dense CPU tensor: no copy; hashlib reads it as a buffer)."""
     flat = t.detach().cpu().reshape(-1)  # a view when the tensor is dense, else a copy
@@ -295,7 +295,7 @@ def hash_tensor(h, t: torch.Tensor) -> None:
     h.update(f"{tuple(t.shape)}{t.dtype}".encode())
     if not t.numel():
         return
-    buf = tensor_bytes(t)
+    buf = tensor_buffer(t)
     if buf.nbytes <= HASH_CHUNK_BYTES:
         h.update(buf)
         return

@@ -106,57 +106,12 @@ def compare(
 ) -> Comparison:
     """Compare `out` (any float dtype) with `truth` (float64) elementwise; shapes must already match.
     `slack` is a number or a tensor of `truth`'s shape (a linear op's terms); the Comparison
-    reports it at the worst element (else its largest value)."""
-    if out.numel() > CHUNK_ELEMENTS:
-        return _compare_in_chunks(out, truth, dtype, atol, rtol, slack, ref_lowp)
-    o = out.detach().to(torch.float64)
-    t = truth.detach().to(torch.float64)
-    n = o.numel()
-    per_element = isinstance(slack, torch.Tensor)
-    if n == 0:
-        return Comparison("pass", 0.0, 0.0, 0.0, 0, 0, 0, None, atol, rtol, 0.0 if per_element else slack)
-    err, both_finite, mismatch, nonfinite, rel, ulps = _judge_elements(o, t, dtype, atol, rtol, slack, ref_lowp)
-    n_mismatch = int(mismatch.sum())
-    n_nonfinite = int(nonfinite.sum())
-    max_abs = float(err.max())
-    if n_nonfinite:
-        outcome, worst = "nonfinite", nonfinite
-    elif n_mismatch:
-        outcome, worst = "mismatch", mismatch
-    else:
-        outcome, worst = "pass", None
-    first = None
-    actual = expected = None
-    if worst is not None:
-        score = torch.where(both_finite, err, torch.full_like(err, 1e308))
-        flat = int(torch.argmax(torch.where(worst, score, torch.full_like(err, -1.0))))
-        first = [int(i) for i in torch.unravel_index(torch.tensor(flat), o.shape)] if o.dim() else []
-        actual, expected = float(o.reshape(-1)[flat]), float(t.reshape(-1)[flat])
-    if per_element:
-        slack = float(slack.reshape(-1)[flat]) if worst is not None else float(slack.max())
-    diagnosis = diagnose(o, t, mismatch | nonfinite) if worst is not None else ""
-    return Comparison(
-        diagnosis=diagnosis,
-        outcome=outcome,
-        max_abs_err=max_abs,
-        max_rel_err=float(rel.max()),
-        err_ulp=float(ulps.max()),
-        n_elements=n,
-        n_mismatch=n_mismatch,
-        n_nonfinite=n_nonfinite,
-        first_mismatch=first,
-        atol=atol,
-        rtol=rtol,
-        slack=slack,
-        worst_actual=actual,
-        worst_expected=expected,
-    )
+    reports it at the worst element (else its largest value).
 
-
-def _compare_in_chunks(out, truth, dtype, atol, rtol, slack, ref_lowp) -> Comparison:
-    """`compare` for a tensor past CHUNK_ELEMENTS, one chunk of the flat order at a time: the same
-    counts, maxima and worst element (the first non-finite one, else the largest error); the
-    diagnosis is read from counts and the first wrong element (`diagnose_from_counts`)."""
+    The worst element is the first non-finite one, else the largest error. Past CHUNK_ELEMENTS
+    the judgement runs a chunk of the flat order at a time, with the same counts, maxima and worst
+    element; the diagnosis is then read from counts and the first wrong element
+    (`diagnose_from_counts`) instead of the whole pattern (`diagnose`)."""
     n = out.numel()
     of, tf = out.detach().reshape(-1), truth.detach().reshape(-1)
     lf = ref_lowp.detach().reshape(-1) if ref_lowp is not None else None
@@ -165,6 +120,7 @@ def _compare_in_chunks(out, truth, dtype, atol, rtol, slack, ref_lowp) -> Compar
     max_abs = max_rel = max_ulp = 0.0
     first_bad = first_nonfinite = worst_mismatch = None  # flat indices
     worst_mismatch_err = -1.0
+    whole = None  # (out, truth, wrong) of a tensor judged in one chunk, for `diagnose`
     for start in range(0, n, CHUNK_ELEMENTS):
         part = slice(start, start + CHUNK_ELEMENTS)
         o, t = of[part].to(torch.float64), tf[part].to(torch.float64)
@@ -177,20 +133,23 @@ def _compare_in_chunks(out, truth, dtype, atol, rtol, slack, ref_lowp) -> Compar
         bad = mismatch | nonfinite
         if not bool(bad.any()):
             continue
+        if n <= CHUNK_ELEMENTS:
+            whole = (o.reshape(out.shape), t.reshape(out.shape), bad.reshape(out.shape))
         if first_bad is None:
             first_bad = start + int(torch.argmax(bad.to(torch.uint8)))
         if first_nonfinite is None and bool(nonfinite.any()):
             first_nonfinite = start + int(torch.argmax(nonfinite.to(torch.uint8)))
         if bool(mismatch.any()):
             scored = torch.where(mismatch, err, torch.full_like(err, -1.0))
-            i = int(torch.argmax(scored))  # the first of equal errors, as in one pass
+            i = int(torch.argmax(scored))  # the first of equal errors
             if float(scored[i]) > worst_mismatch_err:
                 worst_mismatch_err, worst_mismatch = float(scored[i]), start + i
-        t_fin, o_fin = torch.isfinite(t), torch.isfinite(o)
-        leak += int((bad & t_fin & ~o_fin).sum())
-        dropped += int((bad & ~t_fin & o_fin).sum())
-        bad_at_nonfinite_truth += int((bad & ~t_fin).sum())
-        finite_bad += int((bad & t_fin & o_fin).sum())
+        if whole is None:
+            t_fin, o_fin = torch.isfinite(t), torch.isfinite(o)
+            leak += int((bad & t_fin & ~o_fin).sum())
+            dropped += int((bad & ~t_fin & o_fin).sum())
+            bad_at_nonfinite_truth += int((bad & ~t_fin).sum())
+            finite_bad += int((bad & t_fin & o_fin).sum())
     if n_nonfinite:
         outcome, flat = "nonfinite", first_nonfinite
     elif n_mismatch:
@@ -200,12 +159,12 @@ def _compare_in_chunks(out, truth, dtype, atol, rtol, slack, ref_lowp) -> Compar
     first = actual = expected = None
     diagnosis = ""
     if flat is not None:
-        first = [int(i) for i in torch.unravel_index(torch.tensor(flat), out.shape)]
+        first = [int(i) for i in torch.unravel_index(torch.tensor(flat), out.shape)] if out.dim() else []
         actual, expected = float(of[flat]), float(tf[flat])
-        diagnosis = diagnose_from_counts(first_bad, n_mismatch + n_nonfinite, n, leak, dropped,
-                                         bad_at_nonfinite_truth, finite_bad)
+        diagnosis = diagnose(*whole) if whole is not None else diagnose_from_counts(
+            first_bad, n_mismatch + n_nonfinite, n, leak, dropped, bad_at_nonfinite_truth, finite_bad)
     if sf is not None:
-        slack = float(sf[flat]) if flat is not None else float(sf.max())
+        slack = float(sf[flat]) if flat is not None else (float(sf.max()) if n else 0.0)
     return Comparison(diagnosis=diagnosis, outcome=outcome, max_abs_err=max_abs, max_rel_err=max_rel,
                       err_ulp=max_ulp, n_elements=n, n_mismatch=n_mismatch, n_nonfinite=n_nonfinite,
                       first_mismatch=first, atol=atol, rtol=rtol, slack=slack, worst_actual=actual,

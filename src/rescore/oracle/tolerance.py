@@ -35,6 +35,19 @@ KERNELBENCH_PROFILES: dict[str, dict[str, float]] = {
 }
 
 
+# The classical bound on a sum's rounding error is n eps sum|x_i|; the low-precision reference's
+# own error covers the usual n, this covers the terms' size (the cancellations it cannot see).
+TERMS_FACTOR = 2.0
+
+
+def accumulation_eps(dtype: str) -> float:
+    """The epsilon a correct kernel sums in: float32's for float32 and the half types (which
+    accumulate in float32; their inputs are rounded in the truth already), float64's for float64."""
+    import torch
+
+    return float(torch.finfo(torch.float64 if dtype == "float64" else torch.float32).eps)
+
+
 @dataclass(frozen=True)
 class ReferenceLowp:
     """Pass when |out - truth| <= atol + rtol*|truth| + factor * (max error of the reference at the dtype)."""
@@ -59,13 +72,7 @@ class ReferenceLowp:
         where the terms are 2^53 times the result."""
         import torch
 
-        eps = float(torch.finfo(torch.float64 if dtype == "float64" else torch.float32).eps)
-        return (TERMS_FACTOR * eps) * terms.to(torch.float64)
-
-
-# The classical bound on a sum's rounding error is n eps sum|x_i|; the low-precision reference's
-# own error covers the usual n, this covers the terms' size (the cancellations it cannot see).
-TERMS_FACTOR = 2.0
+        return (TERMS_FACTOR * accumulation_eps(dtype)) * terms.to(torch.float64)
 
 DEFAULT_POLICY = ReferenceLowp()
 
@@ -109,17 +116,22 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
     n = out.numel()
     flat_o, flat_t = out.detach().reshape(-1), truth.detach().reshape(-1)
     flat_s = lowp_slack.reshape(-1) if isinstance(lowp_slack, torch.Tensor) else None
-    step = max(n, 1) if n <= CHUNK_ELEMENTS else CHUNK_ELEMENTS  # a 2^31-element trigger: in chunks
+    starts = range(0, n, CHUNK_ELEMENTS)  # one chunk but for a 2^31-element trigger
 
     def chunk(i: int):
-        o, t = flat_o[i : i + step].to(torch.float64), flat_t[i : i + step].to(torch.float64)
-        return o, t, torch.isfinite(o) & torch.isfinite(t)
+        part = slice(i, i + CHUNK_ELEMENTS)
+        o, t = flat_o[part].to(torch.float64), flat_t[part].to(torch.float64)
+        both = torch.isfinite(o) & torch.isfinite(t)
+        slack = lowp_slack if flat_s is None else flat_s[part].to(torch.float64)[both]  # a linear op's
+        return o, t, both, slack
 
-    starts = range(0, n, step)
-    kept = [chunk(0)] if n <= step else None  # one chunk: computed once, used by both passes
+    one = [chunk(i) for i in starts] if n <= CHUNK_ELEMENTS else None  # computed once, used by both passes
+
+    def chunks():
+        return one if one is not None else map(chunk, starts)
+
     top = None  # the largest |truth| where both are finite: the calibrated model's scale
-    for i in starts:
-        o, t, both = kept[0] if kept else chunk(i)
+    for _, t, both, _ in chunks():
         if bool(both.any()):
             m = float(t.abs()[both].max())
             top = m if top is None else max(top, m)
@@ -128,14 +140,11 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
     atol, rtol = lowp_tols if lowp_tols is not None else TORCH_DEFAULTS[dtype][::-1]
     eps = float(torch.finfo(torch_dtype(dtype)).eps)
     tiny = float(torch.finfo(torch_dtype(dtype)).smallest_normal)
-    # The sum's rounding at the accumulation precision: a correct half-type kernel accumulates in
-    # float32 (the truth's inputs are already rounded); with the half type's eps there, a float16
+    # The sum's rounding at the accumulation precision: with the half type's eps there, a float16
     # variance summed in float16 passed at bfloat16 (H200, var_dim_triton_fp16acc).
-    eps_acc = float(torch.finfo(torch.float32).eps) if dtype in ("float16", "bfloat16") else eps
-    scale = eps_acc * top * max(1, reduction_len) ** 0.5
+    scale = accumulation_eps(dtype) * top * max(1, reduction_len) ** 0.5
     ratios = {name: 0.0 for name in names}
-    for i in starts:
-        o, t, both = kept[0] if kept else chunk(i)
+    for o, t, both, slack in chunks():
         if not bool(both.any()):
             continue
         err, mag = (o - t).abs()[both], t.abs()[both]
@@ -143,7 +152,6 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
         for name, table in FIXED_POLICIES.items():
             f_atol, f_rtol = table[dtype]
             found[name] = float((err / (f_atol + f_rtol * mag)).max())
-        slack = lowp_slack if flat_s is None else flat_s[i : i + step].to(torch.float64)[both]  # a linear op's
         found["reference-lowp"] = float((err / (atol + rtol * mag + slack)).max())
         found["calibrated-base"] = float((err / (eps * mag + scale + tiny)).max())
         ratios = {name: max(ratios[name], found[name]) for name in names}
