@@ -10,7 +10,8 @@ only when every run fails while its control passes. The 32-bit offset triggers h
 (8 GiB in float32, twice that for the float64 truth): they run first, one at a time, so that two of
 them never share the GPU's memory. `--classes` and `--languages` keep only those variants (and their
 controls), for a short GPU lease. Prints one JSON line per (variant, run), then a
-summary per bug class and language. Each line is printed as soon as its variant is done.
+summary per bug class and language. Each line is printed as soon as its variant is done, with the
+seconds since the start (`t_s`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def main() -> None:
                 print(json.dumps({"run": label, "variant": r.variant, "control": r.control, "bug_class": r.bug_class,
                                   "language": language.get(r.variant), "variant_outcome": r.variant_outcome,
                                   "control_outcome": r.control_outcome, "diagnosis": r.diagnosis,
-                                  "real": r.real, "reason": r.reason[:160]}), flush=True)
+                                  "real": r.real, "reason": r.reason[:160],
+                                  "t_s": round(time.perf_counter() - start, 1)}), flush=True)
         return show
 
     huge = [s for s in corpus if s.bug_class == "int32_offset_overflow"]

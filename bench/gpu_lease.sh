@@ -9,12 +9,15 @@
 #           cache is whatever ~/.triton holds: empty on a fresh machine);
 #   big     `all` with the larger study setting (config/config.gpu.yaml: 32 seeds) in WORK/big; its
 #           cases include every case of the default config (same seeds, more of them);
-#   warm    the default `all` in WORK/warm, after cold or big: the Triton and CUDA caches are warm;
+#   warm    the default `all` in WORK/warm, after cold or big: the Triton and CUDA caches are warm, and
+#           the folder starts with the step before's .rescore-cache (as a second run in the same
+#           checkout after `rm -rf results`);
 #   warm2   the same again in WORK/warm2 (a warm run after big can still compile a few kernels);
 #   corpus  bench/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included (the 2^31
-#           ones first), cut at CORPUS_TIMEOUT seconds (default 900).
-# STEPS (default "corpus& big warm") picks and orders them; a step written NAME& runs beside the
-# steps after it (the corpus triggers beside the cold run: only the warm runs are timed alone).
+#           ones first), cut at CORPUS_TIMEOUT seconds (default 900);
+#   wait    waits for the steps started beside (so that the steps after it are timed alone).
+# STEPS (default "corpus& cold wait warm warm2") picks and orders them; a step written NAME& runs
+# beside the steps after it (the corpus triggers beside the cold run: only the warm runs are timed).
 # Each call watches until WATCH_S seconds have passed or the steps are done, then packs WORK
 # (tables, logs, shard files; not warm2's shards) into $OUT/pack.tgz.part-* (15 MB parts) with
 # driver.log and watch.txt, so a lease that ends mid-step still returns what exists:
@@ -25,7 +28,7 @@ set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 WATCH=${1:?usage: bench/gpu_lease.sh WATCH_SECONDS}
-export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-corpus\& big warm} REPO=$PWD
+export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-corpus\& cold wait warm warm2} REPO=$PWD
 export RESCORE_CUDA_CACHE=${RESCORE_CUDA_CACHE:-/tmp/rescore-cuda} PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/snakemake ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -49,7 +52,7 @@ until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/n
 done
 for s in cold big warm warm2; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
 cp "$WORK/driver.log" "$WORK/watch.txt" "$OUT/" 2>/dev/null
-tar -czf /tmp/pack.tgz -C "$WORK" --exclude='*.workers' --exclude='.snakemake' --exclude='config' \
+tar -czf /tmp/pack.tgz -C "$WORK" --exclude='*.workers' --exclude='.rescore-cache' --exclude='.snakemake' --exclude='config' \
   --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm2/results/cases' \
   --ignore-failed-read $(cd "$WORK" && ls) 2>/dev/null
 split -b 15M /tmp/pack.tgz "$OUT/pack.tgz.part-"

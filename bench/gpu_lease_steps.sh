@@ -6,6 +6,10 @@ pipe() {  # step name, then snakemake targets and options (--set-threads, a list
   local name=$1; shift
   local d=$WORK/$name t rc
   mkdir -p "$d"; [ -d "$d/config" ] || cp -r "$REPO/config" "$d/config"
+  # The checkout's own caches (static PTX, generated modules) come from the step before, as for a
+  # second run in the same checkout after `rm -rf results`; ~/.triton and the CUDA builds are shared.
+  local prev; prev=$(ls -td "$WORK"/*/.rescore-cache 2>/dev/null | head -1)
+  [ -n "$prev" ] && [ ! -d "$d/.rescore-cache" ] && cp -r "$prev" "$d/.rescore-cache"
   log "$name start"; t=$(date +%s)
   (cd "$d" && python3 -m snakemake -s "$REPO/Snakefile" -d "$d" --cores 16 --keep-going --rerun-incomplete \
      "$@" --set-threads shrink_failures=8 cuda_prebuild=16 \
@@ -22,13 +26,14 @@ step() {  # one step, then its .done mark
         --out "$WORK/gpu_corpus.json" > "$WORK/gpu_corpus.log" 2>&1
       log "corpus end rc=$? wall=$(( $(date +%s) - t )) s" ;;
     big) pipe big all --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;
+    wait) log "waiting for the steps beside"; wait; log "waited" ;;
     *) log "unknown step $1" ;;
   esac
   touch "$WORK/$1.done"
 }
 for s in $STEPS; do  # a step written NAME& runs beside the ones after it
   name=${s%&}
-  [ -f "$WORK/$name.done" ] && continue
+  [ -f "$WORK/$name.done" ] && [ "$name" != wait ] && continue
   if [ "$name" != "$s" ]; then step "$name" & else step "$name"; fi
 done
 wait
