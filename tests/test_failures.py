@@ -2,10 +2,12 @@
 
 import json
 
+import pandas as pd
 from conftest import toy_submission
 
 from rescore.runner import RunConfig, run_submission
-from rescore.shrink import shrink_failure
+from rescore.shrink import first_fuzz_failure, shrink_failure, shrunk_record
+from rescore.tables import read_parquet, write_parquet
 
 
 def test_stored_failures_are_replayed_first(worker):
@@ -41,3 +43,29 @@ def test_diagnosis_names_the_pattern(worker):
     assert failing
     for r in failing:  # past the last full 1024-block: the tail; below one block: nothing written at all
         assert r["diagnosis"] == ("tail_region" if r["n_elements"] > 1024 else "nonfinite_leak"), r["sizes"]
+
+
+def test_the_failure_shrunk_is_the_first_by_strategy_dtype_and_index():
+    def row(strategy, dtype, index, outcome="mismatch", **kw):
+        return dict({"oracle": "fuzz", "purpose": "evaluation", "strategy": strategy, "dtype": dtype,
+                     "case_index": index, "outcome": outcome}, **kw)
+
+    rows = [row("layout", "float32", 0), row("default", "float32", 5), row("default", "float16", 9),
+            row("default", "float16", 2, outcome="pass"), row("adversarial", "float16", 0, purpose="calibration"),
+            row("fixed", "float32", 0, oracle="fixed")]
+    assert first_fuzz_failure(rows) == rows[2]  # "float16" < "float32"; fixed, calibration and passes left out
+    assert first_fuzz_failure(rows[3:]) is None
+
+
+def test_a_shrunk_record_names_its_failure_and_replays_its_trigger(worker, tmp_path):
+    cfg = RunConfig(strategies={"default": 6}, dtypes=("float32",))
+    sub = toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",))
+    failure = first_fuzz_failure(run_submission(sub, cfg, worker, fixed=False))
+    record = shrunk_record(worker, sub, failure, "cpu", 60.0)
+    assert record["shrunk"] and record["name"] == sub.name and record["original_outcome"] == failure["outcome"]
+    assert json.loads(record["shrunk_sizes"]) == {"batch_size": 1, "dim": 1}
+    assert record["replay"].startswith(f"rescore replay {sub.problem.path} {sub.path} --seed {failure['seed']}")
+    write_parquet(pd.DataFrame([record]), tmp_path / "shrunk.parquet", "shrunk")
+    assert read_parquet(tmp_path / "shrunk.parquet", "shrunk")["steps"].tolist() == [record["steps"]]
+    hang = shrunk_record(worker, sub, dict(failure, outcome="timeout"), "cpu", 60.0)
+    assert not hang["shrunk"] and hang["steps"] == 0 and "timeout" in hang["note"]

@@ -63,6 +63,9 @@ def test_all_outputs_exist(run_dir):
     assert set(illusion["fixed_verdict"]) <= {"pass", "fail", "skipped"}
     controls = illusion[(illusion["label"] == "correct") & (illusion["language"] == "triton")]
     assert len(controls) >= 2 and (controls["fuzz_verdict"].isin(["pass", "declined"])).all()
+    shrunk = pd.read_parquet(run_dir / "results/failures/shrunk.parquet")  # one row per flagged submission
+    flagged = illusion[illusion["fuzz_verdict"] == "flagged"]
+    assert len(flagged) and sorted(shrunk["name"]) == sorted(flagged["name"])
 
 
 def test_uncertainty_statement_and_report(run_dir):

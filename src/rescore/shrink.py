@@ -13,6 +13,7 @@ from rescore.outcomes import FLAGGING
 from rescore.problem import Submission
 from rescore.runner import job_of
 from rescore.sandbox import Worker, run_with_retry
+from rescore.study import failure_id
 
 SIMPLER_VALUES = ("normal", "small_integers", "sparse")
 MAX_STEPS = 48
@@ -33,6 +34,9 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
     current = {"sizes": json.loads(failure["sizes"]) if failure.get("sizes") else {},
                "values": failure.get("values") or "normal", "layout": failure.get("layout") or "contiguous",
                "dtype": failure["dtype"]}
+    if failure.get("outcome") == "timeout":  # each step of a hang would wait the whole per-case timeout
+        return {"shrunk": False, "trigger": current, "row": {}, "steps": 0,
+                "note": "not shrunk: a timeout costs the full per-case timeout at every step"}
     best = _still_fails(worker, seed, current, timeout)
     steps = 1
     if best is None:  # flaky, or fails only in its strategy's own sampling: keep the original
@@ -61,3 +65,41 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
         if row is not None:
             current, best = trial, row
     return {"shrunk": True, "trigger": current, "row": best, "steps": steps, "note": ""}
+
+
+def first_fuzz_failure(rows: list[dict]) -> dict | None:
+    """The failure of one submission's rows that gets shrunk: its first flagged evaluation fuzz case
+    by (strategy, dtype, case index), so that the choice does not depend on the order cases ran in."""
+    bad = [r for r in rows if r.get("oracle") == "fuzz" and r.get("purpose") == "evaluation"
+           and r.get("outcome") in FLAGGING]
+    return min(bad, key=lambda r: (r["strategy"], r["dtype"], r["case_index"]), default=None)
+
+
+def shrunk_record(worker: Worker, sub: Submission, failure: dict, device: str, timeout: float) -> dict:
+    """One row of `results/failures/shrunk.parquet`: the failure, the smallest still-failing trigger
+    found from it, and the command that replays that trigger."""
+    res = shrink_failure(worker, sub, failure, timeout)
+    trig = res["trigger"]
+    return {
+        "failure_id": failure_id(failure),
+        "submission_id": sub.submission_id,
+        "name": sub.name,
+        "bug_class": sub.bug_class,
+        "strategy": failure["strategy"],
+        "seed": int(failure["seed"]),
+        "dtype": failure["dtype"],
+        "original_sizes": failure.get("sizes"),
+        "original_values": failure.get("values"),
+        "original_outcome": failure["outcome"],
+        "original_elements": failure.get("n_elements"),
+        "shrunk": res["shrunk"],
+        "shrunk_sizes": json.dumps(trig["sizes"], sort_keys=True),
+        "shrunk_values": trig["values"],
+        "shrunk_outcome": res["row"].get("outcome"),
+        "shrunk_elements": res["row"].get("n_elements"),
+        "shrunk_diagnosis": res["row"].get("diagnosis"),
+        "steps": res["steps"],
+        "note": res["note"],
+        "replay": f"rescore replay {sub.problem.path} {sub.path} --seed {failure['seed']} --device {device}"
+                  f" --trigger '{json.dumps(trig, sort_keys=True)}'",
+    }

@@ -89,6 +89,31 @@ SCHEMAS["failures"] = pa.schema(
     + [("failure_id", _S), ("problem_path", _S), ("source_path", _S), ("trigger", _S), ("label", _S), ("bug_class", _S)]
 )
 
+SCHEMAS["shrunk"] = pa.schema(
+    [
+        ("failure_id", _S),  # the failure's id in failures.parquet
+        ("submission_id", _S),
+        ("name", _S),
+        ("bug_class", _S),
+        ("strategy", _S),
+        ("seed", _I),
+        ("dtype", _S),
+        ("original_sizes", _S),  # JSON {dim: int} of the failing case
+        ("original_values", _S),
+        ("original_outcome", _S),
+        ("original_elements", _I),
+        ("shrunk", _B),  # false: the failure did not reproduce as an explicit trigger (see note)
+        ("shrunk_sizes", _S),  # JSON {dim: int} of the smallest still-failing case
+        ("shrunk_values", _S),
+        ("shrunk_outcome", _S),
+        ("shrunk_elements", _I),
+        ("shrunk_diagnosis", _S),
+        ("steps", _I),  # cases run while shrinking
+        ("note", _S),
+        ("replay", _S),  # `rescore replay ...` of the shrunk trigger
+    ]
+)
+
 
 def empty_frame(table: str) -> pd.DataFrame:
     """An empty DataFrame with the table's columns, for stages that found nothing to write."""

@@ -60,21 +60,16 @@ rule illusion_table:
         "../scripts/illusion_table.py"
 
 
-rule shrink_failures:
-    input:  # the cases, not failures.parquet: it starts as soon as the checks are done
-        cases="results/tables/cases.parquet",
-        submissions="results/tables/submissions.parquet",
-        manifests=expand("results/ingest/{dump}/manifest.json", dump=DUMPS),
+rule shrink_failures:  # the check shards shrink (pipeline.run_shard): this gathers what they found
+    input:
+        expand("results/failures/shrunk/{dump}/shard-{shard}.parquet", dump=DUMPS, shard=SHARDS),
     output:
         report("results/failures/shrunk.parquet", category="Failures", caption="../report/tables.rst"),
     params:
-        run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
-                                    "budget", "timeout_s")},
-    threads: 2
-    priority: 10  # the longest of the jobs after the checks: start it first
+        table="shrunk",
     log:
         "results/logs/aggregate/shrink.log",
     conda:
         CPU_ENV
     script:
-        "../scripts/shrink_failures.py"
+        "../scripts/concat_tables.py"

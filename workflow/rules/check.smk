@@ -7,6 +7,7 @@ rule check_shard:
         builds=CUDA_BUILDS,
     output:
         cases="results/cases/{dump}/shard-{shard}.parquet",
+        shrunk="results/failures/shrunk/{dump}/shard-{shard}.parquet",
     params:
         shard=lambda wildcards: int(wildcards.shard),
         shards=len(SHARDS),

@@ -1,4 +1,4 @@
-"""Shim: run one shard of one dump's submissions."""
+"""Shim: run one shard of one dump's submissions (and shrink their first fuzz failures)."""
 
 from rescore.pipeline import run_shard, setup_logging
 
@@ -9,5 +9,6 @@ run_shard(
     snakemake.params.shards,
     snakemake.params.run,
     snakemake.output.cases,
+    snakemake.output.shrunk,
     snakemake.log[0] + ".workers",
 )
