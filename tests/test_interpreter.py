@@ -48,3 +48,27 @@ def test_the_memoized_dtype_table_and_the_dead_overflow_check():
     assert interp._get_np_dtype(tl.bfloat16) == np.dtype(np.uint16)  # as the interpreter stores it
     options = interp.interpreter_builder.options
     assert options.debug is False and options.sanitize_overflow is False  # it only fed a no-op assert
+
+
+def test_a_scalar_held_in_a_one_element_array_indexes_as_an_int(monkeypatch):
+    """Triton 3.6's interpreter did `int(self.handle.data)`, which NumPy 2.4 refuses for a 1-d array
+    of one element (every `range(0, n, BLOCK)` over a runtime n failed); the compat patch squeezes."""
+    from rescore import interpreter_compat
+
+    class Scope:
+        def set_attr(self, obj, name, value):
+            setattr(obj, name, value)
+
+    def _patch_lang_tensor(tensor, scope):  # the form of Triton 3.6
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    class Tensor:
+        def __init__(self, data):
+            self.handle = type("Handle", (), {"data": data})()
+
+    monkeypatch.setattr(interp, "_patch_lang_tensor", _patch_lang_tensor)
+    assert interpreter_compat.install()
+    interp._patch_lang_tensor(Tensor, Scope())
+    assert range(0, 10, 1)[Tensor(np.array([7], dtype=np.int32))] == 7
+    assert Tensor(np.array(5, dtype=np.int64)).__index__() == 5
+    assert not interpreter_compat.install()  # installed once

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rescore import confine, interpreter_guard, interpreter_speed
+from rescore import confine, interpreter_compat, interpreter_guard, interpreter_speed
 from rescore.findings import merge
 from rescore.inputs.layout import apply_layout
 from rescore.inputs.seeds import sub_seed
@@ -192,6 +192,7 @@ class Executor:
         self.budget = budget
         if device == "cpu":
             interpreter_guard.install()  # an unmasked access fails its launch instead of corrupting the worker
+            interpreter_compat.install()  # Triton 3.6: loop bounds from scalar tensors under NumPy 2.4
             interpreter_speed.install()  # the interpreter's per-launch scan of triton.language, done once
         self.versions = versions(device)
         self.problem: types.ModuleType | None = None

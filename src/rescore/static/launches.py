@@ -245,9 +245,10 @@ def run_capture(job: dict) -> dict:
     import torch
     from triton.runtime import interpreter
 
-    from rescore import interpreter_speed
+    from rescore import interpreter_compat, interpreter_speed
 
     torch.set_num_threads(1)
+    interpreter_compat.install()
     interpreter_speed.install()
     recorder = _Recorder()
     original = interpreter.InterpretedFunction.run
