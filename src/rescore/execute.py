@@ -192,7 +192,7 @@ class Executor:
         self.budget = budget
         if device == "cpu":
             interpreter_guard.install()  # an unmasked access fails its launch instead of corrupting the worker
-            interpreter_compat.install()  # Triton 3.6: loop bounds from scalar tensors under NumPy 2.4
+            interpreter_compat.install()  # Triton 3.6: loop bounds from scalar tensors under a recent NumPy
             interpreter_speed.install()  # the interpreter's per-launch scan of triton.language, done once
         self.versions = versions(device)
         self.problem: types.ModuleType | None = None

@@ -1,10 +1,11 @@
-"""Triton 3.6's interpreter under NumPy 2.4: a loop bound held in a scalar tensor breaks.
+"""Triton 3.6's interpreter under a recent NumPy: a loop bound held in a scalar tensor breaks.
 
 Under the interpreter a scalar is a one-element array, and Triton 3.6 turns it into a Python int
-with `int(array)`, which NumPy 2.4 refuses for an array of one dimension. Every kernel with
-`for i in range(0, n, BLOCK)` over a runtime `n` then fails with "only 0-dimensional arrays can be
-converted to Python scalars". On the H200 image (triton 3.6) that was 206 of the static study's
-388 launch captures. Triton 3.7 squeezes the array first; this does the same for older versions.
+with `int(array)`, which NumPy refuses for an array of one dimension (2.4.6 does; older releases
+only warned). Every kernel with `for i in range(0, n, BLOCK)` over a runtime `n` then fails with
+"only 0-dimensional arrays can be converted to Python scalars". On the H200 image (triton 3.6)
+that was 206 of the static study's 388 launch captures. Triton 3.7 squeezes the array first; this
+does the same for older versions.
 """
 
 from __future__ import annotations
