@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from rescore.study import observable
@@ -177,3 +179,18 @@ def test_a_case_past_the_large_draw_takes_its_shapes_from_the_meta_device(monkey
     large = executor.make_inputs(spec)[0][0]
     assert large.shape == ordinary.shape and large.dtype == torch.float64
     assert torch.equal(large, executor.make_inputs(spec)[0][0]) and torch.equal(ordinary, large)
+
+
+def test_the_statement_names_ops_never_tested_past_the_benchmarks_size():
+    from rescore.uncertainty import never_past_the_benchmark
+
+    def row(sid, oracle, shape, outcome="pass"):
+        return {"submission_id": sid, "oracle": oracle, "shapes": json.dumps([shape]), "outcome": outcome}
+
+    cases = pd.DataFrame([
+        row("t", "fixed", [32, 2048]), row("t", "fuzz", [7, 2048]), row("t", "fuzz", [32, 2048]),
+        row("t", "fuzz", [64, 2048], outcome="skipped"),  # skipped: nothing was learnt at that size
+        row("r", "fixed", [32, 2048]), row("r", "fuzz", [33, 2048]),
+    ])
+    ops = pd.Series({"t": "tanh", "r": "relu"})
+    assert never_past_the_benchmark(cases, ops) == [("tanh", 65536, 65536)]

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import pandas as pd
 
+from rescore.schema import largest_numel
 from rescore.study import GPU_ONLY_CLASSES
 
 
@@ -30,6 +31,22 @@ def _size_ranges(df: pd.DataFrame) -> dict[str, tuple[int, int]]:
         for k, v in json.loads(s).items():
             ranges[k].append(int(v))
     return {k: (min(v), max(v)) for k, v in ranges.items()}
+
+
+def _largest(shapes: str | None) -> int:
+    return largest_numel(json.loads(shapes)) if isinstance(shapes, str) and shapes else 0
+
+
+def never_past_the_benchmark(cases: pd.DataFrame, ops: pd.Series) -> list[tuple[str, int, int]]:
+    """(op, largest fuzz input, the benchmark's largest input) for each op whose executed fuzz cases
+    never held more elements than the fixed-shape check's input: a kernel right up to the
+    benchmark's size and wrong past it (one hard-coded to it) passes all of them."""
+    ran = cases[cases["outcome"] != "skipped"].reset_index(drop=True)
+    ran = ran.assign(op=ran["submission_id"].map(ops))
+    largest = ran["shapes"].map(_largest)
+    fixed = largest[ran["oracle"] == "fixed"].groupby(ran["op"]).max()
+    fuzz = largest[ran["oracle"] == "fuzz"].groupby(ran["op"]).max()
+    return [(op, int(fuzz[op]), int(n)) for op, n in fixed.items() if op in fuzz and 0 < fuzz[op] <= n]
 
 
 def _fmt(p: float) -> str:
@@ -82,6 +99,12 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
                       f"of those classes are left out of recall), and bfloat16 results are not computed (skipped)."]
     budget = config.get("budget", {})
     lines += ["", f"Sizes were capped by an element budget per input ({budget}); nothing larger was tried."]
+    short = never_past_the_benchmark(cases, ops)
+    if short:
+        lines += ["", f"No fuzz case of these {len(short)} ops held more elements than the benchmark's own input "
+                      "(the schema's ranges or the budget end there), so a kernel right up to the benchmark's size "
+                      "and wrong past it, such as one hard-coded to it, passes every case: "
+                      + ", ".join(f"{op} ({fz:,} of {fx:,})" for op, fz, fx in short) + "."]
     lines += ["", "## Submissions that passed: how unlikely is a failure?", "",
               "For a submission with no failure in n cases drawn from a strategy's distribution, the 95% upper "
               "bound on the probability that one more case from that distribution fails is 1-0.05^(1/n) "
