@@ -12,7 +12,7 @@ pipe() {  # step name, then snakemake targets and options (--set-threads, a list
   [ -n "$prev" ] && [ ! -d "$d/.rescore-cache" ] && cp -r "$prev" "$d/.rescore-cache"
   log "$name start"; t=$(date +%s)
   (cd "$d" && python3 -m snakemake -s "$REPO/Snakefile" -d "$d" --cores 16 --keep-going --rerun-incomplete \
-     "$@" --set-threads cuda_prebuild=16 \
+     "$@" --set-threads cuda_prebuild=12 \
      > "$d/snakemake.out" 2>&1)
   rc=$?
   log "$name end rc=$rc wall=$(( $(date +%s) - t )) s triton_cache=$(ls ~/.triton/cache 2>/dev/null | wc -l)"
