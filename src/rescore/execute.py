@@ -199,6 +199,7 @@ class Executor:
         self.candidate: types.ModuleType | None = None
         self.load_error: Verdict | None = None
         self.schema: OpSchema | None = None
+        self.model64: torch.nn.Module | None = None  # the case's float64 reference (`_reference`)
         self.job: dict = {}
         self.harness: Harness | None = None
         self.audit: confine.Audit | None = None
@@ -300,7 +301,7 @@ class Executor:
     # -- loading ---------------------------------------------------------------------------------
     def _forget_previous(self) -> None:
         """Drop the previous job's modules, so a worker that serves thousands stays small."""
-        self.problem = self.candidate = None
+        self.problem = self.candidate = self.model64 = None
         for name in [n for n in sys.modules if n.startswith(("rescore_candidate_", "rescore_problem_"))]:
             del sys.modules[name]
         try:
@@ -632,8 +633,9 @@ class Executor:
         ]
 
     def _reference(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int, lowp: bool = True):
-        """(truths, low-precision reference outputs) of a case, recording the reference's ops.
-        Raises _ReferenceRejects when the reference refuses these sizes."""
+        """(truths, low-precision reference outputs) of a case, recording the reference's ops and
+        keeping the float64 module (`model64`) for the truth's other runs. Raises _ReferenceRejects
+        when the reference refuses these sizes."""
         assert self.problem is not None
         device = self.device
         self.ref_ops = OpRecorder()
@@ -641,11 +643,10 @@ class Executor:
         try:
             self._seed(wseed)
             ref_model = _round_parameters(self.problem.Model(*init), tdtype)
+            self.model64 = copy.deepcopy(ref_model).to(device).to(torch.float64)
             with torch.no_grad():
                 with self.ref_ops:
-                    truth = copy.deepcopy(ref_model).to(device).to(torch.float64)(
-                        *[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64]
-                    )
+                    truth = self.model64(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64])
                 if lowp:
                     ref_lowp = _reference_at(ref_model, self._lowp(inputs64, tdtype), device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again
@@ -656,20 +657,18 @@ class Executor:
         lowps = _flatten(ref_lowp) if ref_lowp is not None else None
         return truths, lowps
 
-    def _float64_run(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int) -> list | None:
-        """The reference at float64 (parameters as the case draws them) on other inputs; None when
-        it raises."""
-        assert self.problem is not None
+    def _float64_run(self, inputs64: list) -> list | None:
+        """The float64 reference of the case (`_reference`'s module) on other inputs; None when it
+        raises."""
+        assert self.model64 is not None
         xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs64]
         try:
-            self._seed(wseed)
-            model = _round_parameters(self.problem.Model(*init), tdtype).to(self.device).to(torch.float64)
             with torch.no_grad():
-                return _flatten(model(*xs))
+                return _flatten(self.model64(*xs))
         except Exception:  # noqa: BLE001 - the caller falls back to the plain truth
             return None
 
-    def _term_sizes(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int, truths: list) -> list | None:
+    def _term_sizes(self, inputs64: list, truths: list) -> list | None:
         """For an op whose schema says `linear` (each output a sum of inputs: a sum, a mean, a scan),
         the op on |inputs|: the size of the terms each output sums. A correct kernel's rounding
         error, and the float64 truth's own, scale with it, not with the result: a row holding
@@ -678,14 +677,13 @@ class Executor:
         if self.schema is None or not self.schema.linear:
             return None
         got = self._float64_run([x.abs() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                                 for x in inputs64], init, tdtype, wseed)
+                                 for x in inputs64])
         if got is None or len(got) != len(truths):
             return None
         return [torch.where(torch.isfinite(a), a, torch.zeros((), dtype=a.dtype, device=a.device))
                 if a.is_floating_point() and a.shape == t.shape else None for a, t in zip(got, truths)]
 
-    def _structural_truths(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int,
-                           truths: list) -> list | None:
+    def _structural_truths(self, inputs64: list, truths: list) -> list | None:
         """Per output, the float64 value of each element that does not depend on the case's NaN and
         Inf inputs (NaN where it does), or None when no input is non-finite or no truth is.
 
@@ -693,7 +691,6 @@ class Executor:
         masked to -inf, softmax, then `@ v` gives 0 * NaN = NaN for a NaN in a future value that a
         kernel skipping future blocks never reads, and is right not to. An element depends on the
         non-finite inputs when the reference changes as they are replaced by +1e300 and by -1e300."""
-        assert self.problem is not None
         if all(bool(torch.isfinite(t).all()) for t in truths if t.is_floating_point()):
             return None  # the common case, and the cheaper test: outputs are checked first
         floats = [x for x in inputs64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
@@ -703,8 +700,7 @@ class Executor:
         for stand_in in (1e300, -1e300):
             got = self._float64_run(
                 [torch.where(torch.isfinite(x), x, torch.full_like(x, stand_in))
-                 if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs64],
-                init, tdtype, wseed)
+                 if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs64])
             if got is None or len(got) != len(truths):
                 return None  # no structural values: the truth stands as it is
             runs.append(got)
@@ -808,8 +804,8 @@ class Executor:
             lowp_inputs = self._lowp(inputs64, tdtype)
             before = _snapshot(lowp_inputs)
         truths, lowps = self._reference(inputs64, init, tdtype, wseed)
-        structural = self._structural_truths(inputs64, init, tdtype, wseed, truths)
-        terms = self._term_sizes(inputs64, init, tdtype, wseed, truths)
+        structural = self._structural_truths(inputs64, truths)
+        terms = self._term_sizes(inputs64, truths)
         self.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
         self.findings |= kernel_findings(self.job["submission"]["language"], ref_ops, record.ops, launches)
         verdict = self._judge(out, truths, lowps, cand_inputs, before, tdtype, spec, row["reduction_len"],

@@ -13,7 +13,7 @@ from rescore.outcomes import FLAGGING
 from rescore.problem import Submission
 from rescore.runner import job_of
 from rescore.sandbox import Worker, run_with_retry
-from rescore.study import failure_id
+from rescore.study import FIRST_FAILURE_ORDER, failure_id
 
 SIMPLER_VALUES = ("normal", "small_integers", "sparse")
 MAX_STEPS = 48
@@ -27,9 +27,6 @@ def _still_fails(worker: Worker, seed: int, trigger: dict, timeout: float) -> di
 
 def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: float = 120.0) -> dict:
     """The smallest still-failing trigger found from one failing case (as a dict, with its row)."""
-    job = job_of(sub)
-    run_with_retry(worker, ("load", job), timeout)
-    worker.job = job
     seed = int(failure["seed"])
     current = {"sizes": json.loads(failure["sizes"]) if failure.get("sizes") else {},
                "values": failure.get("values") or "normal", "layout": failure.get("layout") or "contiguous",
@@ -37,6 +34,10 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
     if failure.get("outcome") == "timeout":  # each step of a hang would wait the whole per-case timeout
         return {"shrunk": False, "trigger": current, "row": {}, "steps": 0,
                 "note": "not shrunk: a timeout costs the full per-case timeout at every step"}
+    job = job_of(sub)
+    if worker.job != job:  # a check shard's worker holds it already (loading infers the schema again)
+        run_with_retry(worker, ("load", job), timeout)
+        worker.job = job
     best = _still_fails(worker, seed, current, timeout)
     steps = 1
     if best is None:  # flaky, or fails only in its strategy's own sampling: keep the original
@@ -69,10 +70,10 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
 
 def first_fuzz_failure(rows: list[dict]) -> dict | None:
     """The failure of one submission's rows that gets shrunk: its first flagged evaluation fuzz case
-    by (strategy, dtype, case index), so that the choice does not depend on the order cases ran in."""
+    in FIRST_FAILURE_ORDER, the one the illusion table names (whatever order the cases ran in)."""
     bad = [r for r in rows if r.get("oracle") == "fuzz" and r.get("purpose") == "evaluation"
            and r.get("outcome") in FLAGGING]
-    return min(bad, key=lambda r: (r["strategy"], r["dtype"], r["case_index"]), default=None)
+    return min(bad, key=lambda r: tuple(r[k] for k in FIRST_FAILURE_ORDER), default=None)
 
 
 def shrunk_record(worker: Worker, sub: Submission, failure: dict, device: str, timeout: float) -> dict:

@@ -70,11 +70,15 @@ def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
     return flagged.reset_index(drop=True)
 
 
+# A submission's first failure: the illusion table's first failing input, and the one shrunk.
+FIRST_FAILURE_ORDER = ["strategy", "dtype", "case_index"]
+
+
 def _first_failure(group: pd.DataFrame) -> dict | None:
     bad = group[group["outcome"].isin(FLAGGING)]
     if bad.empty:
         return None
-    r = bad.sort_values(["strategy", "dtype", "case_index"]).iloc[0]
+    r = bad.sort_values(FIRST_FAILURE_ORDER).iloc[0]
     return r.to_dict()
 
 
