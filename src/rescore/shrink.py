@@ -35,9 +35,10 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
         return {"shrunk": False, "trigger": current, "row": {}, "steps": 0,
                 "note": "not shrunk: a timeout costs the full per-case timeout at every step"}
     job = job_of(sub)
-    if worker.job != job:  # a check shard's worker holds it already (loading infers the schema again)
-        run_with_retry(worker, ("load", job), timeout)
-        worker.job = job
+    # Loaded afresh even where the worker holds it (a check shard): a kernel that caches results
+    # across calls would otherwise fail on state earlier cases left, which no replay reproduces.
+    run_with_retry(worker, ("load", job), timeout)
+    worker.job = job
     best = _still_fails(worker, seed, current, timeout)
     steps = 1
     if best is None:  # flaky, or fails only in its strategy's own sampling: keep the original
