@@ -15,6 +15,8 @@
 #   warm2   the same again in WORK/warm2 (a warm run after big can still compile a few kernels);
 #   corpus  bench/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included (the 2^31
 #           ones first), cut at CORPUS_TIMEOUT seconds (default 900);
+#   phases  bench/case_phases.py on the GPU for five Triton entries (milliseconds per case by phase,
+#           in one process), into WORK/phases.txt (phases2: the same into WORK/phases2.txt);
 #   wait    waits for the steps started beside (so that the steps after it are timed alone).
 # STEPS (default "corpus& cold wait warm warm2") picks and orders them; a step written NAME& runs
 # beside the steps after it (the corpus triggers beside the cold run: only the warm runs are timed).

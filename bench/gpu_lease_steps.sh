@@ -26,6 +26,11 @@ step() {  # one step, then its .done mark
         --out "$WORK/gpu_corpus.json" > "$WORK/gpu_corpus.log" 2>&1
       log "corpus end rc=$? wall=$(( $(date +%s) - t )) s" ;;
     big) pipe big all --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;
+    phases|phases2)  # where a case's time goes, in one process (phases2: again, after the runs compiled)
+      log "$1 start"
+      python3 "$REPO/bench/case_phases.py" --device cuda --cases 32 relu_triton layernorm_triton \
+        embedding_triton matmul_triton attention_triton > "$WORK/$1.txt" 2>&1
+      log "$1 end rc=$?" ;;
     wait) log "waiting for the steps beside"; wait; log "waited" ;;
     *) log "unknown step $1" ;;
   esac

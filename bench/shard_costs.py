@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.problem import submission_from_dict
-from rescore.shards import COSTS, assign, load_costs
+from rescore.shards import COSTS, COSTS_CUDA, assign, load_costs
 
 HARNESS_S_PER_CASE = 0.005
 _LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (?:(shard \d+ of \d+:)|(\S+): \d+ cases)")
@@ -95,10 +95,11 @@ def main() -> None:
     parser.add_argument("results")
     parser.add_argument("--from-logs", action="store_true", help="time submissions from the shard logs")
     parser.add_argument("--snakemake-log", help="Snakemake's output, for the shard start times")
-    parser.add_argument("--out", default=str(COSTS))
+    parser.add_argument("--out", help=f"default: {COSTS}, with --from-logs {COSTS_CUDA} (a GPU run's logs)")
     parser.add_argument("--replay", nargs=2, type=int, metavar=("SHARDS", "SLOTS"))
     parser.add_argument("--before", help="the cost file to replay against (default: --out)")
     args = parser.parse_args()
+    args.out = args.out or str(COSTS_CUDA if args.from_logs else COSTS)
     results = Path(args.results)
     if args.from_logs:
         cost = from_logs(results, Path(args.snakemake_log) if args.snakemake_log else None)

@@ -76,13 +76,36 @@ def test_a_small_gpu_case_is_judged_on_host_copies_and_a_large_one_where_it_is()
     import rescore.execute as ex
 
     executor = ex.Executor("cpu", 1 << 20)
-    executor.device = "cuda"  # only the placement rule is under test: it reads the device name
+    executor.device = "meta"  # only the placement rule is under test: it reads the device name
     small, big = torch.ones(8), torch.ones(ex.HOST_JUDGE_ELEMENTS + 1)
     outs, lowps, scalars = executor._judged_where([small], None, [small, 3])
     assert lowps is None and scalars[1] == 3 and torch.equal(outs[0], small)
-    assert executor._judged_where([small], [big])[1][0] is big
+    # a large case is judged on the device, a truth computed on the host moved there with it
+    moved = executor._judged_where([small], [big])
+    assert moved[0][0].device.type == moved[1][0].device.type == "meta"
     executor.device = "cpu"
     assert executor._judged_where([small])[0][0] is small
+
+
+def test_a_small_gpu_case_has_its_float64_truth_computed_on_the_host():
+    import rescore.execute as ex
+
+    executor = ex.Executor("cpu", 1 << 20)
+    executor.device = "cuda"  # the rule reads the device name only
+    small, big = torch.ones(64, 64, dtype=torch.float64), torch.ones(ex.HOST_JUDGE_ELEMENTS + 1)
+    assert executor._truth_device([small, 3], reduction_len=64) == "cpu"
+    assert executor._truth_device([small], reduction_len=ex.HOST_TRUTH_WORK) == "cuda"  # a long reduction
+    assert executor._truth_device([small, big], reduction_len=1) == "cuda"
+    executor.device = "cpu"
+    assert executor._truth_device([small], reduction_len=1) == "cpu"
+
+
+def test_digests_of_several_groups_are_each_groups_digest():
+    from rescore.integrity import digest, digests
+
+    a, b = torch.arange(6.0), torch.ones(2, 3)
+    assert digests([a, 1], [b], None) == [digest([a]), digest([b]), digest([])]
+    assert digests([a])[0] != digests([a + 1])[0]
 
 
 def test_a_second_run_that_differs_only_in_rounding_passes_and_one_that_is_wrong_fails():

@@ -29,13 +29,14 @@ from rescore.inputs.layout import apply_layout
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import LARGE_DRAW, fill
-from rescore.integrity import Harness, digest, hash_tensor, problem_snapshot
+from rescore.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
 from rescore.malformed import source_defect
 from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
 from rescore.oracle.fixed import kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.problem import load_module, module_int_names
 from rescore.schema import OpSchema, bound_sizes, infer_schema, input_shapes, largest_numel, schema_from_spec
+from rescore.transfers import to_device, to_host
 from rescore.usage import Launches, OpRecorder, holds_reference, kernel_findings, output_findings, reference_findings
 
 REFUSALS = (ValueError, TypeError, NotImplementedError)
@@ -44,6 +45,11 @@ SIZE_RETRIES = 6
 # comparison is a hundred small ops, and on a GPU shared by many worker processes every op waits for
 # its process's turn (a context switch), so host copies made once cost less than the ops.
 HOST_JUDGE_ELEMENTS = 1 << 17
+# For the same reason a GPU case computes its float64 truth on the host when its inputs are that
+# small and its work (largest input x reduction length) is at most this: float64 on one core then
+# takes milliseconds, against a dozen turns on the GPU (the uploads, the runs, the copies back).
+# The truth is float64 either way; the two devices differ in its last bits, far below any bound.
+HOST_TRUTH_WORK = 1 << 22
 DECOY_EVERY = 8  # under the interpreter, the decoy call runs on one fuzz case in this many
 # (8: then every strategy's first 8 cases in a row hold exactly one decoy, and a cache-keeping
 # kernel has the same chance under every strategy; at 32 the strategy study lost 3 to 7 of the
@@ -200,6 +206,7 @@ class Executor:
         self.load_error: Verdict | None = None
         self.schema: OpSchema | None = None
         self.model64: torch.nn.Module | None = None  # the case's float64 reference (`_reference`)
+        self.truth_device = device  # where the case's float64 truth is computed (`_truth_device`)
         self.job: dict = {}
         self.harness: Harness | None = None
         self.audit: confine.Audit | None = None
@@ -624,20 +631,28 @@ class Executor:
         return due
 
     def _lowp(self, inputs64: list, tdtype: torch.dtype) -> list:
-        """A case's inputs on the device at the test dtype (floating tensors rounded, others as they are)."""
-        return [
-            x.to(self.device).to(tdtype)
-            if isinstance(x, torch.Tensor) and x.is_floating_point()
-            else (x.to(self.device) if isinstance(x, torch.Tensor) else x)
-            for x in inputs64
-        ]
+        """A case's inputs on the device at the test dtype (floating tensors rounded, others as they
+        are). A small one is rounded on the host and uploaded without waiting (`transfers`)."""
+        def one(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            if not x.is_floating_point():
+                return to_device(x, self.device)
+            if x.numel() <= HOST_JUDGE_ELEMENTS:
+                return to_device(x.to(tdtype), self.device)
+            return x.to(self.device).to(tdtype)
 
-    def _reference(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int, lowp: bool = True):
+        return [one(x) for x in inputs64]
+
+    def _reference(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int,
+                   lowp_inputs: list | None = None):
         """(truths, low-precision reference outputs) of a case, recording the reference's ops and
-        keeping the float64 module (`model64`) for the truth's other runs. Raises _ReferenceRejects
-        when the reference refuses these sizes."""
+        keeping the float64 module (`model64`) for the truth's other runs. The truth is computed on
+        `truth_device`, the low-precision reference (when `lowp_inputs` are given: the case's inputs
+        on the device at the test dtype) on the device. Raises _ReferenceRejects when the reference
+        refuses these sizes."""
         assert self.problem is not None
-        device = self.device
+        device = self.truth_device
         self.ref_ops = OpRecorder()
         ref_lowp = None
         try:
@@ -647,8 +662,9 @@ class Executor:
             with torch.no_grad():
                 with self.ref_ops:
                     truth = self.model64(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64])
-                if lowp:
-                    ref_lowp = _reference_at(ref_model, self._lowp(inputs64, tdtype), device, tdtype)
+                if lowp_inputs is not None:  # copies: a reference that writes into its input writes into them
+                    ref_lowp = _reference_at(ref_model, [x.clone() if isinstance(x, torch.Tensor) else x
+                                                         for x in lowp_inputs], self.device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again
             raise _ReferenceRejects(f"{type(exc).__name__}: {exc}"[:300]) from exc
         truths = _flatten(truth)
@@ -661,7 +677,7 @@ class Executor:
         """The float64 reference of the case (`_reference`'s module) on other inputs; None when it
         raises."""
         assert self.model64 is not None
-        xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs64]
+        xs = [x.to(self.truth_device) if isinstance(x, torch.Tensor) else x for x in inputs64]
         try:
             with torch.no_grad():
                 return _flatten(self.model64(*xs))
@@ -740,6 +756,14 @@ class Executor:
         decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, name), spec.dtype, spec.sizes, spec.values, spec.layout)
         return self._lowp(self.make_inputs(decoy)[0], tdtype)
 
+    def _truth_device(self, inputs64: list, reduction_len: int) -> str:
+        """Where the case's float64 truth is computed: the host for a small GPU case (see
+        HOST_TRUTH_WORK), else the device."""
+        sizes = [x.numel() for x in inputs64 if isinstance(x, torch.Tensor)]
+        if self.device != "cuda" or not sizes or max(sizes) > HOST_JUDGE_ELEMENTS:
+            return self.device
+        return "cpu" if max(sizes) * max(reduction_len, 1) <= HOST_TRUTH_WORK else self.device
+
     def _run_spec(self, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
         """The candidate runs before the reference's answer exists anywhere in the process: the
         reference first only checks that it accepts these sizes (its output is dropped), then the
@@ -754,8 +778,9 @@ class Executor:
         row["shapes"] = json.dumps([list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs64])
         row["inputs_hash"] = inputs_hash(inputs64)
         row["reduction_len"] = self.schema.reduction_length(spec.sizes)
+        self.truth_device = self._truth_device(inputs64, row["reduction_len"])
         wseed = sub_seed(spec.seed, "weights")
-        checked, _ = self._reference(inputs64, init, tdtype, wseed, lowp=False)  # raises when it rejects these sizes
+        checked, _ = self._reference(inputs64, init, tdtype, wseed)  # raises when it rejects these sizes
         ref_ops = set(self.ref_ops.ops)
         self._scrub(checked, inputs64)
         del checked
@@ -798,12 +823,12 @@ class Executor:
             return self._verdict_of(exc).row(row, start)
         row["wall_ms"] = 1e3 * (time.perf_counter() - start)
         launches = Launches.count - launches
-        if digest(inputs64 + lowp_inputs) != guarded or digest(before) != guarded_before:
+        if digests(inputs64 + lowp_inputs, before) != [guarded, guarded_before]:
             self._found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
             inputs64, init = self.make_inputs(spec)
             lowp_inputs = self._lowp(inputs64, tdtype)
             before = _snapshot(lowp_inputs)
-        truths, lowps = self._reference(inputs64, init, tdtype, wseed)
+        truths, lowps = self._reference(inputs64, init, tdtype, wseed, lowp_inputs)
         structural = self._structural_truths(inputs64, truths)
         terms = self._term_sizes(inputs64, truths)
         self.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
@@ -838,12 +863,16 @@ class Executor:
 
     def _judged_where(self, *groups: list | None) -> tuple:
         """The tensors of a case where they are judged: host copies on a GPU when the case is small
-        (HOST_JUDGE_ELEMENTS), else the tensors themselves."""
+        (HOST_JUDGE_ELEMENTS; copied with one wait), else on the device (a truth computed on the
+        host is moved there)."""
         tensors = [x for g in groups for x in g or [] if isinstance(x, torch.Tensor)]
-        if self.device != "cuda" or any(x.numel() > HOST_JUDGE_ELEMENTS for x in tensors):
+        if self.device == "cpu":
             return groups
-        return tuple(None if g is None else [x.cpu() if isinstance(x, torch.Tensor) else x for x in g]
-                     for g in groups)
+        if any(x.numel() > HOST_JUDGE_ELEMENTS for x in tensors):
+            return tuple(None if g is None else [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in g]
+                         for g in groups)
+        flat = iter(to_host([x for g in groups for x in g or []]))
+        return tuple(None if g is None else [next(flat) for _ in g] for g in groups)
 
     def _judge_rerun(self, out, again, truths, lowps, tdtype, spec: CaseSpec, reduction_len: int,
                      verdict: dict, structural: list | None = None, terms: list | None = None) -> dict:

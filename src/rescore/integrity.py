@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from rescore.transfers import to_host
+
 _MISSING = object()
 _CACHES = frozenset({"__slotnames__"})  # added to classes by copyreg when they are first pickled
 
@@ -310,9 +312,19 @@ def hash_tensor(h, t: torch.Tensor) -> None:
 
 def digest(tensors: list | None) -> str:
     """A hash of the bytes of some tensors (the reference's outputs), to notice a write into them."""
-    h = hashlib.blake2b(digest_size=16)
-    for t in tensors or []:
-        if isinstance(t, torch.Tensor):
-            h.update(str(t.device).encode())
-            hash_tensor(h, t)
-    return h.hexdigest()
+    return digests(tensors)[0]
+
+
+def digests(*groups: list | None) -> list[str]:
+    """`digest` of each group, the GPU's tensors copied to the host with one wait for all."""
+    tensors = [t for g in groups for t in g or [] if isinstance(t, torch.Tensor)]
+    hosts = iter(to_host(tensors))
+    out = []
+    for g in groups:
+        h = hashlib.blake2b(digest_size=16)
+        for t in g or []:
+            if isinstance(t, torch.Tensor):
+                h.update(str(t.device).encode())
+                hash_tensor(h, next(hosts))
+        out.append(h.hexdigest())
+    return out
