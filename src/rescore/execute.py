@@ -662,9 +662,8 @@ class Executor:
             with torch.no_grad():
                 with self.ref_ops:
                     truth = self.model64(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64])
-                if lowp_inputs is not None:  # copies: a reference that writes into its input writes into them
-                    ref_lowp = _reference_at(ref_model, [x.clone() if isinstance(x, torch.Tensor) else x
-                                                         for x in lowp_inputs], self.device, tdtype)
+                if lowp_inputs is not None:
+                    ref_lowp = _reference_at(ref_model, lowp_inputs, self.device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again
             raise _ReferenceRejects(f"{type(exc).__name__}: {exc}"[:300]) from exc
         truths = _flatten(truth)
@@ -985,9 +984,12 @@ def _round_parameters(model, dtype: torch.dtype):
 
 def _reference_at(model, inputs: list, device: str, dtype: torch.dtype):
     """The reference as a correct kernel at `dtype` computes it: half types accumulate in float32,
-    so the module runs in float32 on the dtype-rounded inputs and its output is rounded to `dtype`."""
+    so the module runs in float32 on the dtype-rounded inputs and its output is rounded to `dtype`.
+    It runs on copies of `inputs` (the case's own, which a reference writing into its input would
+    change), made by the cast where there is one."""
     compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    args = [x.to(compute) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    args = [(x.to(compute, copy=True) if x.is_floating_point() else x.clone()) if isinstance(x, torch.Tensor) else x
+            for x in inputs]
     try:
         out = model.to(device).to(compute)(*args)
     except Exception:
