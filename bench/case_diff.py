@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.outcomes import FLAGGING
+
 KEY = ["name", "strategy", "purpose", "dtype", "seed", "case_index"]
-NOT_FAILING = {"pass", "skipped", "declined"}
 
 
 def fuzz_cases(results: Path, dump: str) -> pd.DataFrame:
@@ -39,7 +40,7 @@ def main() -> None:
     both = pd.concat([fuzz_cases(args.a, args.dump).rename("a"), fuzz_cases(args.b, args.dump).rename("b")],
                      axis=1, join="inner")
     differ = both[both["a"] != both["b"]].reset_index()
-    fail_a, fail_b = ~differ["a"].isin(NOT_FAILING), ~differ["b"].isin(NOT_FAILING)
+    fail_a, fail_b = differ["a"].isin(FLAGGING), differ["b"].isin(FLAGGING)
     fixed, broken = int((fail_a & ~fail_b).sum()), int((~fail_a & fail_b).sum())
     print(f"{len(both)} cases in both runs, {len(differ)} outcomes differ: "
           f"{fixed} failing in A pass in B, {broken} passing in A fail in B")

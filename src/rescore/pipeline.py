@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from rescore import shards as shards_
+from rescore.outcomes import FLAGGING
 from rescore.problem import submission_from_dict, submission_to_dict
 from rescore.tables import empty_frame, read_parquet, write_parquet, write_text
 
@@ -94,7 +95,7 @@ def run_shard(
         for sub in mine:
             sub_rows = run_submission(sub, cfg, worker, progress=progress)
             rows += sub_rows
-            bad = sum(r["outcome"] not in ("pass", "skipped", "declined") for r in sub_rows)
+            bad = sum(r["outcome"] in FLAGGING for r in sub_rows)
             failure = first_fuzz_failure(sub_rows)
             if failure is not None:
                 shrunk.append(shrunk_record(worker, sub, failure, cfg.device, cfg.timeout_s))
