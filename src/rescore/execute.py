@@ -143,7 +143,7 @@ def _where(exc: BaseException) -> str:
 
 
 def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdict:
-    """Map an exception raised while running the candidate to an outcome (DESIGN.md's taxonomy)."""
+    """Map an exception raised while running the candidate to an outcome (docs/architecture.md, "Outcomes")."""
     name = type(exc).__name__
     module = type(exc).__module__ or ""
     text = f"{name}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]

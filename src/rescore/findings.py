@@ -1,6 +1,6 @@
 """Findings: what a submission did besides returning an answer, recorded next to the case's outcome.
 
-An outcome says whether the answer was right (DESIGN.md's closed set); a finding says how the
+An outcome says whether the answer was right (the closed set in docs/architecture.md); a finding says how the
 submission behaved while producing it: it fell back to PyTorch, patched the harness, opened a socket.
 Findings never change an outcome by themselves: the harness undoes what it can (restores patched
 functions, recomputes a tampered reference) and judges the answer honestly, then records what it saw.

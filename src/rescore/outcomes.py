@@ -1,4 +1,4 @@
-"""The closed set of case outcomes, and which of them flag a submission (DESIGN.md)."""
+"""The closed set of case outcomes, and which of them flag a submission (docs/architecture.md)."""
 
 from __future__ import annotations
 
