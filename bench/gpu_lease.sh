@@ -17,6 +17,9 @@
 #           ones first), cut at CORPUS_TIMEOUT seconds (default 900);
 #   phases  bench/case_phases.py on the GPU for five Triton entries (milliseconds per case by phase,
 #           in one process), into WORK/phases.txt (phases2: the same into WORK/phases2.txt);
+#   ext     `all` with EXT_CONFIG (a config file of the user's own dumps, e.g. the external dumps
+#           carried in the checkout) as config.yaml, in WORK/ext; extwarm, extwarm2: the same again,
+#           warm (caches as for warm);
 #   wait    waits for the steps started beside (so that the steps after it are timed alone).
 # STEPS (default "corpus& cold wait warm warm2") picks and orders them; a step written NAME& runs
 # beside the steps after it (the corpus triggers beside the cold run: only the warm runs are timed).
@@ -48,14 +51,14 @@ if ! { [ -f "$WORK/driver.pid" ] && kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/n
 fi
 until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; do
   line="$(date -u +%T)"
-  for s in cold big warm warm2; do line="$line $s $(ls "$WORK/$s/results/cases/corpus" 2>/dev/null | wc -l)"; done
+  for s in cold big warm warm2 ext extwarm extwarm2; do line="$line $s $(find "$WORK/$s/results/cases" -name '*.parquet' 2>/dev/null | wc -l)"; done
   echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg)" >> "$WORK/watch.txt"
   sleep 15
 done
-for s in cold big warm warm2; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
+for s in cold big warm warm2 ext extwarm extwarm2; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
 cp "$WORK/driver.log" "$WORK/watch.txt" "$OUT/" 2>/dev/null
 tar -czf /tmp/pack.tgz -C "$WORK" --exclude='*.workers' --exclude='.rescore-cache' --exclude='.snakemake' --exclude='config' \
-  --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm2/results/cases' \
+  --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm2/results/cases' --exclude='extwarm2/results/cases' \
   --ignore-failed-read $(cd "$WORK" && ls) 2>/dev/null
 split -b 15M /tmp/pack.tgz "$OUT/pack.tgz.part-"
 cat "$WORK/driver.log"; tail -3 "$WORK/watch.txt"
