@@ -7,20 +7,25 @@ import json
 import shutil
 import subprocess
 import sys
+import types
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 from conftest import REPO
 
+from rescore.check import check_pair, pair_from_files
 from rescore.dumps import ADAPTERS, read_dump
+from rescore.dumps.annotations import AnnotationError
 from rescore.dumps.common import ingest_error
+from rescore.problem import cuda_only, load_module
 from rescore.runner import RunConfig, run_submission
 
 FIX = REPO / "tests" / "fixtures" / "dumps"
 KB = {"format": "kernelbench", "path": str(FIX / "kernelbench")}
-EMU = {"format": "gpuemu", "path": str(FIX / "gpuemu")}
+EMU = {"format": "gpuemu", "path": str(FIX / "gpuemu"), "labels": {"_buggy$": "buggy", ".*": "correct"}}
 PAIRS = {
     "format": "pairs",
     "path": str(FIX / "pairs" / "archive.jsonl"),
@@ -147,27 +152,99 @@ def test_kernelbench_pair_runs_under_the_fixed_check(worker):
 
 def test_gpuemu_entries_become_kernelbench_problems_with_their_op_schema():
     subs = by_name(read_dump("emu", EMU))
-    assert set(subs) == {"bias_add", "bias_add_tail"}
-    good, bad = subs["bias_add"], subs["bias_add_tail"]
-    assert good.label == "correct" and bad.label == "buggy" and bad.bug_class == "tail_skipped"
+    assert set(subs) == {"bias_add", "bias_add_buggy", "bias_add_triton"}
+    good, bad, gpu = subs["bias_add"], subs["bias_add_buggy"], subs["bias_add_triton"]
+    assert (good.label, bad.label, gpu.label) == ("correct", "buggy", "correct")  # from the spec's patterns
+    assert good.extra["label_from"] == "config dumps.emu.labels['.*']"
     assert good.claimed_verdict == bad.claimed_verdict == "correct"
     assert good.language == "numpy" and good.dtypes == ("float32", "float16")
-    assert good.problem.problem_id == bad.problem.problem_id == "gpuemu/bias_add"  # same op, same reference
+    # one reference script, one op, one problem: the buggy entry and the GPU control name bias_add's
+    assert good.problem.problem_id == bad.problem.problem_id == gpu.problem.problem_id == "gpuemu/bias_add"
+    assert good.extra["reference_modules"] == ["_helperkit"]
     assert good.problem.schema["dims"] == {"rows": [2, 8], "cols": [48, 200]}
     assert good.problem.schema["candidates"]["cols"] == [64, 48, 200]
     assert good.problem.size_names() == ["rows", "cols"]
     assert good.problem.tolerance == {"float32": {"atol": 1e-5}, "float16": {"atol": 1e-3}}
     assert Path(good.path).read_text() == good.source  # materialised: `rescore replay` can read it
+    assert cuda_only(gpu.source) and not cuda_only(good.source) and not cuda_only(bad.source)
 
 
-def test_gpuemu_label_comes_only_from_an_explicit_key(tmp_path):
+def _reference(sub):
+    """The generated problem's float64 reference (run in this process) and its input factory."""
+    module = load_module(sub.problem.source, sub.problem.path, "problem")
+    return module.Model(*module.get_init_inputs()), module.get_inputs
+
+
+def test_gpuemu_reference_imports_its_corpus_helper_through_file_without_the_dump(tmp_path):
+    """The problem embeds the script and `_helperkit.py` and lays them out as in data/: it runs with
+    the dump gone, and leaves sys.path and sys.modules as it found them."""
     root = copy_fixture(tmp_path, "gpuemu")
-    meta_file = root / "data" / "bias_add_tail" / "meta.json"
-    meta = json.loads(meta_file.read_text())
-    del meta["label"]
-    meta_file.write_text(json.dumps(meta))
-    subs = by_name(read_dump("emu", {"format": "gpuemu", "path": str(root)}))
-    assert subs["bias_add_tail"].label == "unknown"  # "tail" in the name and the notes are not a label
+    sub = by_name(read_dump("emu", {"format": "gpuemu", "path": str(root)}))["bias_add_buggy"]
+    shutil.rmtree(root)
+    path = list(sys.path)
+    model, get_inputs = _reference(sub)
+    x, bias = get_inputs()
+    assert torch.equal(model(x, bias), (x.double() + bias.double()).float())
+    assert sys.path == path and "_helperkit" not in sys.modules
+
+
+def test_gpuemu_helpers_of_two_corpora_never_mix(tmp_path, monkeypatch):
+    """Two corpora whose `_helperkit` differ, referenced in one process: each script gets its own,
+    and a module of that name imported by anything else is neither used nor lost."""
+    elsewhere = types.ModuleType("_helperkit")
+    monkeypatch.setitem(sys.modules, "_helperkit", elsewhere)
+    root = copy_fixture(tmp_path, "gpuemu")
+    other = tmp_path / "other"
+    shutil.copytree(root, other)
+    helper = other / "data" / "_helperkit.py"
+    helper.write_text(helper.read_text().replace("array = np.ascontiguousarray(array)",
+                                                 "array = np.ascontiguousarray(array * 2)"))
+    first = by_name(read_dump("a", {"format": "gpuemu", "path": str(root)}))["bias_add"]
+    second = by_name(read_dump("b", {"format": "gpuemu", "path": str(other)}))["bias_add"]
+    assert first.problem.source != second.problem.source  # the helper is part of the problem
+    (one, get_inputs), (two, _) = _reference(first), _reference(second)
+    x, bias = get_inputs()
+    for _ in range(2):  # alternating: neither run leaves its helper for the other
+        assert torch.equal(one(x, bias), x + bias) and torch.equal(two(x, bias), 2 * (x + bias))
+    assert sys.modules["_helperkit"] is elsewhere
+
+
+def test_gpuemu_labels_come_from_the_spec_or_meta_json_never_from_names(tmp_path):
+    root = copy_fixture(tmp_path, "gpuemu")
+    plain = by_name(read_dump("emu", {"format": "gpuemu", "path": str(root)}))
+    assert {s.label for s in plain.values()} == {"unknown"}  # `_buggy` in a name is not a label
+    table = {"bias_add_triton": "unknown", "_buggy$": "buggy", "bias": "correct"}  # exact names first
+    subs = by_name(read_dump("emu", {"format": "gpuemu", "path": str(root), "labels": table}))
+    assert {n: s.label for n, s in subs.items()} == {
+        "bias_add": "correct", "bias_add_buggy": "buggy", "bias_add_triton": "unknown"}
+    assert subs["bias_add_triton"].extra["label_from"] == "config dumps.emu.labels['bias_add_triton']"
+    meta_file = root / "data" / "bias_add_buggy" / "meta.json"
+    meta_file.write_text(json.dumps(dict(json.loads(meta_file.read_text()), label="correct")))
+    subs = by_name(read_dump("emu", {"format": "gpuemu", "path": str(root), "labels": table}))
+    assert subs["bias_add_buggy"].label == "correct"  # the dump's own label wins
+    assert subs["bias_add_buggy"].extra["label_from"].endswith("meta.json label")
+
+
+@pytest.mark.parametrize(
+    "key, table, expected",
+    [
+        ("labels", {"(unclosed": "buggy"}, "neither an entry name nor a valid regular expression"),
+        ("labels", {"_buggy$": "wrong"}, "is not one of correct, buggy, unknown"),
+        ("labels", ["_buggy$"], "must map entry names or patterns"),
+        ("controls", {"^(.+)_buggy$": "\\2"}, "does not fit its match on 'bias_add_buggy'"),
+        ("controls", {"_buggy$": "nowhere"}, "names 'nowhere' as the control of 'bias_add_buggy'"),
+    ],
+)
+def test_unusable_labels_or_controls_stop_the_ingest_naming_the_key(key, table, expected):
+    with pytest.raises(AnnotationError, match="dump 'emu'") as err:
+        read_dump("emu", dict(EMU, **{key: table}))
+    assert expected in str(err.value)
+
+
+def test_gpuemu_controls_from_the_spec():
+    subs = by_name(read_dump("emu", dict(EMU, controls={"^(.+)_buggy$": "\\1"})))
+    assert subs["bias_add_buggy"].control == "bias_add" and subs["bias_add"].control is None
+    assert subs["bias_add_buggy"].extra["control_from"] == "config dumps.emu.controls['^(.+)_buggy$']"
 
 
 def _break_meta(meta: dict, how: str) -> dict:
@@ -179,6 +256,10 @@ def _break_meta(meta: dict, how: str) -> dict:
         meta["op_schema"]["dims"][0]["candidates"] = []
     elif how == "reference":
         meta["reference"] = "nowhere/ref_fp64.py"
+    elif how == "label":
+        meta["label"] = "probably"
+    elif how == "requires_gpu":
+        meta["requires_gpu"] = "yes"
     return meta
 
 
@@ -187,16 +268,18 @@ def _break_meta(meta: dict, how: str) -> dict:
     [
         ("missing_meta", "meta.json: missing"),
         ("bad_json", "unreadable JSON"),
-        ("missing_kernel", "kernel file 'kernel.py' not found"),
+        ("missing_kernel", "kernel file 'bias_add_buggy/kernel.py' not found"),
         ("undeclared_dim", "undeclared dim 'k'"),
         ("input_names", "do not match op_schema inputs"),
         ("no_candidates", "positive int candidates"),
         ("reference", "reference file 'nowhere/ref_fp64.py' not found"),
+        ("label", "label 'probably' is not one of correct, buggy, unknown"),
+        ("requires_gpu", "requires_gpu must be true or false"),
     ],
 )
 def test_gpuemu_malformed_entry_is_an_error_row_naming_the_file(tmp_path, how, expected):
     root = copy_fixture(tmp_path, "gpuemu")
-    entry = root / "data" / "bias_add_tail"
+    entry = root / "data" / "bias_add_buggy"
     if how == "missing_meta":
         (entry / "meta.json").unlink()
     elif how == "bad_json":
@@ -207,27 +290,47 @@ def test_gpuemu_malformed_entry_is_an_error_row_naming_the_file(tmp_path, how, e
         (entry / "meta.json").write_text(json.dumps(_break_meta(json.loads((entry / "meta.json").read_text()), how)))
     subs = read_dump("emu", {"format": "gpuemu", "path": str(root)})
     errs = errors(subs)
-    assert len(subs) == 2 and list(errs) == ["bias_add_tail"]
-    assert "bias_add_tail" in errs["bias_add_tail"] and expected in errs["bias_add_tail"]
+    assert len(subs) == 3 and list(errs) == ["bias_add_buggy"]
+    assert "bias_add_buggy" in errs["bias_add_buggy"] and expected in errs["bias_add_buggy"]
+
+
+def test_gpuemu_helper_with_a_syntax_error_is_an_error_row_of_every_entry_using_it(tmp_path):
+    root = copy_fixture(tmp_path, "gpuemu")
+    (root / "data" / "_helperkit.py").write_text("def broken(:\n")
+    errs = errors(read_dump("emu", {"format": "gpuemu", "path": str(root)}))
+    assert set(errs) == {"bias_add", "bias_add_buggy", "bias_add_triton"}
+    assert all("_helperkit.py: syntax error at line 1" in e for e in errs.values())
 
 
 def test_gpuemu_duplicate_entry_names(tmp_path):
     root = copy_fixture(tmp_path, "gpuemu")
     shutil.copytree(root / "data" / "bias_add", root / "data" / "bias_add_again")
-    (root / "data" / "bias_add_again" / "meta.json").write_text((root / "data" / "bias_add" / "meta.json").read_text())
     subs = read_dump("emu", {"format": "gpuemu", "path": str(root)})
-    assert len(subs) == 3 and "duplicate entry name 'bias_add'" in list(errors(subs).values())[0]
+    assert len(subs) == 4 and "duplicate entry name 'bias_add'" in list(errors(subs).values())[0]
 
 
-def test_gpuemu_generated_pair_runs_and_the_buggy_kernel_is_flagged(worker):
+def test_gpuemu_generated_entries_run_the_buggy_kernel_is_flagged_the_gpu_one_skipped(worker):
     subs = by_name(read_dump("emu", EMU))
     cfg = RunConfig(strategies={"default": 4, "boundary": 4}, dtypes=("float32", "float16"))
     good = run_submission(subs["bias_add"], cfg, worker)
     assert Counter(r["outcome"] for r in good) == {"pass": 17}
-    bad = run_submission(subs["bias_add_tail"], cfg, worker)
+    bad = run_submission(subs["bias_add_buggy"], cfg, worker)
     assert bad[0]["oracle"] == "fixed" and bad[0]["outcome"] == "pass"  # 64 columns: a multiple of 32
     fuzz = Counter(r["outcome"] for r in bad if r["oracle"] == "fuzz")
     assert fuzz["mismatch"] >= 8, fuzz
+    gpu = run_submission(subs["bias_add_triton"], cfg, worker)  # this worker has no CUDA
+    assert len(gpu) == 17 and {r["outcome"] for r in gpu} == {"skipped"}
+    assert {r["reason"] for r in gpu} == {
+        "bias_add_triton: its dump says this kernel runs only with CUDA (gpuemu meta.json `requires_gpu`); "
+        "run on a CUDA device"}
+
+
+def test_rescore_check_on_generated_files_skips_a_cuda_only_kernel_on_cpu():
+    gpu = by_name(read_dump("emu", EMU))["bias_add_triton"]
+    sub = pair_from_files(gpu.problem.path, gpu.path)  # what `rescore check PROBLEM KERNEL` reads
+    doc, rows = check_pair(sub, RunConfig(strategies={"default": 2}, dtypes=("float32",)))
+    assert {r["outcome"] for r in rows} == {"skipped"} and "runs only with CUDA" in rows[0]["reason"]
+    assert doc["fixed"]["verdict"] == doc["fuzz"]["verdict"] == "skipped"
 
 
 # -- pairs ---------------------------------------------------------------------------------------
@@ -294,7 +397,7 @@ def test_error_rows_survive_the_manifest_and_are_never_a_verdict(tmp_path, worke
     from rescore.problem import submission_from_dict
 
     root = copy_fixture(tmp_path, "gpuemu")
-    (root / "data" / "bias_add_tail" / "kernel.py").unlink()
+    (root / "data" / "bias_add_buggy" / "kernel.py").unlink()
     ingest("emu", {"format": "gpuemu", "path": str(root)}, str(tmp_path / "s.parquet"), str(tmp_path / "m.json"))
     table = pd.read_parquet(tmp_path / "s.parquet")
     assert table["ingest_error"].notna().sum() == 1

@@ -1,4 +1,4 @@
-"""The gpuemu preprints' tables: parsing of printed values, matching paper rows through the mapping,
+"""The gpuemu preprints' tables: parsing of printed values, matching paper rows by name and through the mapping,
 every table builder on a tiny synthetic cases table, and the Snakemake targets on a gpuemu-layout
 fixture dump (tests/fixtures/gpuemu_paper)."""
 
@@ -118,7 +118,7 @@ def tiny() -> tuple[pd.DataFrame, pd.DataFrame]:
     return make_tables()
 
 
-def test_paper_kernels_match_by_op_and_bug_class_only(tiny):
+def test_paper_kernels_match_by_op_and_bug_class_through_the_mapping(tiny):
     _, subs = tiny
     m = match.match_kernels(published.mapping(PUBLISHED), subs).set_index("paper_name")
     assert m.loc["gelu_triton_buggy", "name"] == "gelu_sigmoid"
@@ -133,6 +133,31 @@ def test_paper_kernels_match_by_op_and_bug_class_only(tiny):
     no_field = subs.assign(control=None)  # a dump that records no control: the op's one correct kernel
     assert match.match_kernels(published.mapping(PUBLISHED), no_field).set_index("paper_name").loc[
         "softmax_triton", "name"] == "softmax_ref"
+
+
+def test_paper_kernels_match_by_name_in_the_papers_own_corpus(tiny):
+    """A dump of the papers' corpus (entries named as the papers name them, no bug classes, ops named
+    after the controls) matches every paper kernel and P2 op by name; P1 and P2 regenerate on it."""
+    cases, subs = tiny
+    names = {"gelu_ref": "gelu_triton", "gelu_sigmoid": "gelu_triton_buggy", "softmax_ref": "softmax_triton",
+             "softmax_tail": "softmax_triton_buggy", "softmax_other": "softmax_llm_buggy"}
+    ops = {"gelu": "gelu_triton", "softmax": "softmax"}
+    corpus = subs.assign(name=subs["name"].map(names), op=subs["op"].map(ops), bug_class=None, control=None)
+    cases = cases.assign(name=cases["name"].map(names))
+    mapping = published.mapping(PUBLISHED)
+    m = match.match_kernels(mapping, corpus).set_index("paper_name")
+    for paper in names.values():
+        assert (m.loc[paper, "name"], m.loc[paper, "match"], m.loc[paper, "matched_by"]) == (paper, "matched", "name")
+    assert m.loc["matmul_triton", "match"] == "its variant is unmatched"  # not in this dump: the mapping's rule
+    assert match.op_of(mapping, corpus)["softmax_triton"] == "softmax"  # the entry's op, not the mapping's
+    v = p1.verdicts_table(cases, corpus, mapping, published.read_csv("p1_verdicts.csv", PUBLISHED))
+    assert v["in_paper"].all() and set(v.dropna(subset=["name"])["kernel"]) == set(names.values())
+    df, _, cal, _ = p2.judged_frame(cases, corpus, {}, 2.0, ["default"])
+    tight = p2.tightening_table(df, cal, cases, corpus, mapping, published.read_csv("p2_tightening.csv", PUBLISHED),
+                                2.0)
+    row = tight[(tight["paper_op"] == "softmax_triton")].iloc[0]
+    assert (row["op"], row["dtype"], row["tightening_published"]) == ("softmax", "float16", "874")
+    assert row["calibrated_atol"] == pytest.approx(1.5 * pd.Series([1e-4, 2e-4, 3e-4, 4e-4]).quantile(0.95))
 
 
 def test_p1_verdicts_and_headline(tiny):

@@ -94,7 +94,8 @@ def summarize(rows: list[dict]) -> dict:
         if r["outcome"] not in ("pass", "skipped", "declined")
     ]
     skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == "skipped")
-    fixed_doc = {"verdict": "pass" if fixed and fixed["outcome"] == "pass" else "fail"}
+    ran = {"pass": "pass", "skipped": "skipped"}
+    fixed_doc = {"verdict": ran.get(fixed["outcome"], "fail") if fixed else "fail"}
     if fixed:
         fixed_doc.update(
             outcome=fixed["outcome"],
@@ -106,7 +107,7 @@ def summarize(rows: list[dict]) -> dict:
     return {
         "fixed": fixed_doc,
         "fuzz": {
-            "verdict": fuzz_verdict([r["outcome"] for r in fuzz]),
+            "verdict": "skipped" if fuzz and set(outcomes) == {"skipped"} else fuzz_verdict(list(outcomes.elements())),
             "cases": sum(r.get("purpose") != "regression" for r in fuzz),
             "replayed": sum(r.get("purpose") == "regression" for r in fuzz),  # stored failures, run first
             "outcomes": dict(sorted(outcomes.items())),

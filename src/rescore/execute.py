@@ -355,6 +355,11 @@ class Executor:
         if sub["language"] == "cuda" and self.device != "cuda":
             self.load_error = Verdict("skipped", "CUDA C submission (load_inline) needs a GPU; run on a CUDA device")
             return self._schema_dict()
+        if sub.get("cuda_only") and self.device != "cuda":
+            self.load_error = Verdict(
+                "skipped", f"{sub['name']}: its dump says this kernel runs only with CUDA (gpuemu meta.json "
+                "`requires_gpu`); run on a CUDA device")
+            return self._schema_dict()
         if sub["language"] == "cuda":
             failed = self._use_prebuild(sub["source"])
             if failed:

@@ -126,6 +126,17 @@ def _is_int_expr(node: ast.AST) -> bool:
     return False
 
 
+# A line a generated submission carries when its dump says the kernel runs only with CUDA (a gpuemu
+# entry's `requires_gpu`). Kept in the source, so `rescore check` and `rescore replay` on the
+# generated files skip it on a CPU machine as the pipeline does.
+CUDA_ONLY_MARKER = "# rescore: this kernel runs only with CUDA (the dump says so)"
+
+
+def cuda_only(source: str) -> bool:
+    """Whether a source carries CUDA_ONLY_MARKER on a line of its own."""
+    return CUDA_ONLY_MARKER in source.splitlines()
+
+
 def load_module(source: str, path: str, kind: str) -> types.ModuleType:
     """Import `source` as a fresh module of its own (reference and candidate never share one).
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from rescore import regressions
 from rescore.inputs.seeds import case_seed
 from rescore.inputs.strategies import get_strategy
-from rescore.problem import Submission
+from rescore.problem import Submission, cuda_only
 from rescore.sandbox import Worker, run_with_retry
 
 
@@ -94,7 +94,13 @@ def job_of(sub: Submission) -> dict:
             "schema": p.schema,
             "tolerance": p.tolerance,
         },
-        "submission": {"name": sub.name, "source": sub.source, "path": sub.path, "language": sub.language},
+        "submission": {
+            "name": sub.name,
+            "source": sub.source,
+            "path": sub.path,
+            "language": sub.language,
+            "cuda_only": cuda_only(sub.source),
+        },
     }
 
 

@@ -19,6 +19,8 @@ import os
 import statistics
 from pathlib import Path
 
+from rescore.problem import cuda_only
+
 COSTS = Path(__file__).parent / "corpus" / "shard_costs.json"
 # On a GPU the costs differ in kind (Triton's JIT, not the interpreter, dominates a new size), so a
 # GPU run balances by the seconds a GPU run measured, where that file exists.
@@ -52,12 +54,12 @@ def load_costs(path: Path = COSTS) -> dict[str, float]:
 
 def expected_costs(subs: list, device: str, path: Path | None = None) -> dict[str, float]:
     """submission_id -> expected seconds on `device`: the recorded costs (a GPU's own where
-    `COSTS_CUDA` exists), and 0 for a CUDA C submission on the CPU, where it is skipped."""
+    `COSTS_CUDA` exists), and 0 on the CPU for a CUDA C or CUDA-only submission, which is skipped there."""
     if path is None:
         path = COSTS_CUDA if device == "cuda" and COSTS_CUDA.is_file() else COSTS
     costs = load_costs(path)
     if device == "cpu":
-        costs.update({s.submission_id: 0.0 for s in subs if s.language == "cuda"})
+        costs.update({s.submission_id: 0.0 for s in subs if s.language == "cuda" or cuda_only(s.source)})
     return costs
 
 

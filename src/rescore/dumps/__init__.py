@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rescore.dumps import corpus, gpuemu, kernelbench, pairs
+from rescore.dumps.annotations import annotate
 from rescore.problem import Submission
 
 Reader = Callable[[str, dict], list[Submission]]
@@ -22,7 +23,8 @@ ADAPTERS: dict[str, Reader] = {
 
 
 def read_dump(name: str, spec: dict) -> list[Submission]:
+    """Every submission of a dump, with the labels and controls its spec gives (dumps.annotations)."""
     fmt = spec.get("format")
     if fmt not in ADAPTERS:
         raise ValueError(f"dump {name!r}: unknown format {fmt!r}; known: {sorted(ADAPTERS)}")
-    return ADAPTERS[fmt](name, spec)
+    return annotate(name, spec, ADAPTERS[fmt](name, spec))

@@ -2,26 +2,32 @@
 translated into KernelBench form so they take the same path through rescore as every other dump.
 
 The generated problem's sizes are the entry's op-schema dims (at their first candidate) and its
-Model runs the entry's float64 reference script in a subprocess; the explicit op schema becomes the
-problem's schema (each dim's range spans its candidates, which are kept under `candidates`). The
-generated ModelNew hands numpy arrays to the kernel's `run(inputs)`. The entry's absolute tolerances
-become the fuzz atol of each dtype. The label is read only from an explicit `label` key in
-meta.json; names and notes are never parsed for it.
+Model runs the entry's float64 reference script in-process, in the corpus's own layout: the script
+and the helper modules it imports from the corpus (`data/_refkit.py`, found through its imports) are
+embedded and written into a temporary folder, so a script that finds them through `__file__` works.
+A buggy entry's `reference` may name its control's script (`"softmax/ref_fp64.py"`, relative to
+data/). Entries that share a reference script compute one function: their op is the entry folder
+that holds the script. The explicit op schema becomes the problem's schema (each dim's range spans
+its candidates, which are kept under `candidates`). The generated ModelNew hands numpy arrays to the
+kernel's `run(inputs)`; an entry with `requires_gpu: true` is marked CUDA-only (`skipped` without a
+GPU). The entry's absolute tolerances become the fuzz atol of each dtype. The label is read from an
+explicit `label` key in meta.json, else from the dump spec's `labels` (see dumps.annotations); names
+and notes are never parsed for it.
 
 Spec: `{format: gpuemu, path: DIR, entries: [names]}`; DIR is the corpus root or its `data/` folder.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
 from rescore.check import detect_language
+from rescore.dumps.annotations import LABELS
 from rescore.dumps.common import ProblemIds, broken, materialise, normalize_dtypes, normalize_verdict, slug
 from rescore.dumps.templates import GPUEMU_PROBLEM, GPUEMU_SUBMISSION, identifier, literal, render
-from rescore.problem import Problem, Submission
-
-LABELS = ("correct", "buggy")
+from rescore.problem import CUDA_ONLY_MARKER, Problem, Submission
 
 
 class EntryError(ValueError):
@@ -80,10 +86,11 @@ def read_entry(dump: str, folder: Path, data: Path, root: Path, ids: ProblemIds)
     dims, inputs = _parse_schema(schema, meta, meta_file)
     kernel_file = _resolve(meta.get("kernel") or "kernel.py", folder, data, root, meta_file, "kernel")
     ref_file = _resolve(meta.get("reference") or "ref_fp64.py", folder, data, root, meta_file, "reference")
-    kernel_source, ref_source = _text(kernel_file), _text(ref_file)
+    kernel_source = _text(kernel_file)
+    ref_path, ref_files, ref_modules = reference_files(ref_file, data)
     title = str(meta.get("name") or folder.name)
-    op = str(schema.get("name") or title)
-    problem_source = problem_source_of(op, dims, inputs, ref_source)
+    op = _op_of(ref_path, data, str(schema.get("name") or title))
+    problem_source = problem_source_of(op, dims, inputs, ref_path, ref_files, ref_modules)
     problem = Problem(
         problem_id=ids(f"gpuemu/{slug(op)}", problem_source),
         source=problem_source,
@@ -92,8 +99,16 @@ def read_entry(dump: str, folder: Path, data: Path, root: Path, ids: ProblemIds)
         schema=schema_of(dims, schema),
         tolerance=tolerance_of(meta.get("tolerances"), meta_file),
     )
-    submission_source = submission_source_of(title, inputs, kernel_source)
-    label = str(meta.get("label", "")).lower()
+    requires_gpu = meta.get("requires_gpu", False)
+    if not isinstance(requires_gpu, bool):
+        raise EntryError(f"{meta_file}: requires_gpu must be true or false, not {requires_gpu!r}")
+    submission_source = submission_source_of(title, inputs, kernel_source, requires_gpu)
+    label = str(meta.get("label") or "unknown").strip().lower()
+    if label not in LABELS:
+        raise EntryError(f"{meta_file}: label {meta.get('label')!r} is not one of {', '.join(LABELS)}")
+    control = meta.get("control")
+    if control is not None and not (isinstance(control, str) and control):
+        raise EntryError(f"{meta_file}: control must name the entry this one was seeded from, not {control!r}")
     return Submission(
         name=title,
         problem=problem,
@@ -101,8 +116,9 @@ def read_entry(dump: str, folder: Path, data: Path, root: Path, ids: ProblemIds)
         path=materialise(submission_source, "gpuemu_kernel"),
         dump=dump,
         language=_language(kernel_source),
-        label=label if label in LABELS else "unknown",
+        label=label,
         bug_class=meta.get("bug_class"),
+        control=control,
         description=str(meta.get("notes") or ""),
         dtypes=normalize_dtypes(meta.get("dtypes")),
         provenance=f"gpuemu {meta.get('source') or ''}: {kernel_file}".strip(),
@@ -110,8 +126,10 @@ def read_entry(dump: str, folder: Path, data: Path, root: Path, ids: ProblemIds)
         extra={
             "kernel_path": str(kernel_file),
             "reference_path": str(ref_file),
+            "reference_modules": ref_modules,
             "tolerances": meta.get("tolerances"),
-            "requires_gpu": bool(meta.get("requires_gpu", False)),
+            "requires_gpu": requires_gpu,
+            **({"label_from": f"{meta_file} label"} if "label" in meta else {}),
         },
     )
 
@@ -160,6 +178,58 @@ def _resolve(given: str, folder: Path, data: Path, root: Path, where: Path, what
     raise EntryError(f"{where}: {what} file {given!r} not found (looked in {folder}, {data}, {root})")
 
 
+def reference_files(ref_file: Path, data: Path) -> tuple[str, dict[str, str], list[str]]:
+    """The reference script and every module of the corpus it imports, directly or through another
+    such module: (the script's path relative to data/, {path relative to data/: text}, the names
+    those modules are imported under).
+
+    A module is looked for where running the script puts it on sys.path: beside the importing file,
+    and at the top of data/ (the corpus's `sys.path.insert(0, dirname(dirname(abspath(__file__))))`).
+    A module found in neither (numpy, the standard library) is the environment's: not embedded."""
+    base = (data if ref_file.resolve().is_relative_to(data.resolve()) else ref_file.parent.parent).resolve()
+    ref_path = ref_file.resolve().relative_to(base).as_posix()
+    files: dict[str, str] = {}
+    modules: list[str] = []
+    todo = [ref_file.resolve()]
+    while todo:
+        path = todo.pop()
+        rel = path.relative_to(base).as_posix()
+        if rel in files:
+            continue
+        files[rel] = _text(path)
+        for name in _imported_modules(files[rel], path):
+            for folder in (path.parent, base):
+                module, package = folder / f"{name}.py", folder / name / "__init__.py"
+                if module.is_file() or package.is_file():
+                    todo += sorted(package.parent.rglob("*.py")) if package.is_file() else [module]
+                    modules.append(name)
+                    break
+    return ref_path, dict(sorted(files.items())), sorted(set(modules))
+
+
+def _op_of(ref_path: str, data: Path, schema_name: str) -> str:
+    """The entry folder that holds the reference script (`softmax` for `softmax/ref_fp64.py`), else
+    the op schema's name: entries that share a script share an op, and the corpus's schema names
+    (`elementwise`) group ops that compute different functions."""
+    parts = ref_path.split("/")
+    return parts[0] if len(parts) == 2 and (data / parts[0] / parts[1]).is_file() else schema_name
+
+
+def _imported_modules(source: str, where: Path) -> list[str]:
+    """Top-level names of the absolute imports anywhere in a module."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise EntryError(f"{where}: syntax error at line {exc.lineno}: {exc.msg}") from exc
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module.split(".")[0])
+    return list(dict.fromkeys(names))
+
+
 def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -174,8 +244,11 @@ def _language(source: str) -> str:
     return lang
 
 
-def problem_source_of(title: str, dims: dict, inputs: list, ref_source: str) -> str:
-    """The KernelBench-form problem of an entry (self-contained: the reference script is embedded)."""
+def problem_source_of(
+    title: str, dims: dict, inputs: list, ref_path: str, ref_files: dict[str, str], ref_modules: list[str]
+) -> str:
+    """The KernelBench-form problem of an entry (self-contained: the reference script and the corpus
+    modules it imports are embedded, keyed by their paths relative to data/)."""
     sizes = "\n".join(f"{ident} = {cands[0]}" for ident, cands in dims.values())
 
     def shape(terms: list) -> str:
@@ -186,18 +259,21 @@ def problem_source_of(title: str, dims: dict, inputs: list, ref_source: str) -> 
         GPUEMU_PROBLEM,
         title=slug(title),
         sizes=sizes,
-        ref_source=literal(ref_source),
+        ref_files=literal(ref_files),
+        ref_path=literal(ref_path),
+        helper_modules=literal(ref_modules),
         input_names=literal([n for n, _, _ in inputs]),
         params=", ".join(ident for _, ident, _ in inputs),
         inputs=", ".join(f"torch.randn({shape(terms)})" for _, _, terms in inputs),
     )
 
 
-def submission_source_of(title: str, inputs: list, kernel_source: str) -> str:
+def submission_source_of(title: str, inputs: list, kernel_source: str, requires_gpu: bool = False) -> str:
     """The KernelBench-form ModelNew of an entry (self-contained: kernel.py is embedded)."""
     return render(
         GPUEMU_SUBMISSION,
         title=slug(title),
+        cuda_only=CUDA_ONLY_MARKER if requires_gpu else "",
         kernel_source=literal(kernel_source),
         input_names=literal([n for n, _, _ in inputs]),
         params=", ".join(ident for _, ident, _ in inputs),

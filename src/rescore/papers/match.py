@@ -1,10 +1,13 @@
-"""Which rescore submission stands for each kernel a paper names: through config/published/mapping.csv only.
+"""Which rescore submission stands for each kernel a paper names: by name in the papers' own corpus,
+else through config/published/mapping.csv.
 
-A buggy paper kernel matches the one submission of the dump with its (op, label, language, bug
-class); a control matches the control that its `control_of` variant was seeded from (the variant's
-`control` field; for dumps without one, the one correct submission of the variant's op and language). Names are
-never compared: the same mapping works on the built-in corpus and on a gpuemu dump whose entries
-carry rescore's op and bug-class vocabulary. No match, or more than one, is reported, never guessed.
+The papers were made on the gpuemu corpus, whose entries carry the very names the papers print
+(`gelu_triton_buggy`): a dump of that corpus matches each paper row to the one submission of that
+name. A dump without such a name (the built-in corpus, which re-seeds the same bugs under its own
+names) goes through the mapping: a buggy paper kernel matches the one submission with its (op,
+label, language, bug class); a control matches the control that its `control_of` variant was
+seeded from (the variant's `control` field; for dumps without one, the one correct submission of
+the variant's op and language). No match, or more than one, is reported, never guessed.
 """
 
 from __future__ import annotations
@@ -38,10 +41,11 @@ def control_candidates(variant: dict, subs: pd.DataFrame) -> pd.DataFrame:
 
 
 def match_kernels(mapping: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
-    """One row per paper kernel: paper_name, op, label, submission_id, name, match, basis.
+    """One row per paper kernel: paper_name, op, label, submission_id, name, match, matched_by, basis.
 
     `match` is `matched`, `no rescore counterpart` (the mapping names none), `not in this dump`,
-    `ambiguous: a, b`, or `its variant is unmatched` (a control whose variant found no match).
+    `ambiguous: a, b`, or `its variant is unmatched` (a control whose variant found no match);
+    `matched_by` is `name` or `mapping`.
     """
     subs = usable(submissions)
     kernels = mapping[mapping["kind"] == "kernel"].to_dict("records")
@@ -49,7 +53,11 @@ def match_kernels(mapping: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFr
     rows = []
     for r in sorted(kernels, key=lambda r: bool(r["control_of"])):  # variants before their controls
         sid = name = None
-        if r["control_of"]:
+        named = subs[subs["name"] == r["paper_name"]]
+        by = "name" if len(named) else "mapping"
+        if len(named):
+            cands, status = named, ""
+        elif r["control_of"]:
             variant = found.get(r["control_of"])
             if variant is None:
                 status = "its variant is unmatched"
@@ -78,14 +86,23 @@ def match_kernels(mapping: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFr
                 "submission_id": sid,
                 "name": name,
                 "match": status,
+                "matched_by": by,
                 "basis": r["basis"],
             }
         )
     order = {r["paper_name"]: i for i, r in enumerate(kernels)}
-    out = pd.DataFrame(rows, columns=["paper_name", "op", "label", "submission_id", "name", "match", "basis"])
+    columns = ["paper_name", "op", "label", "submission_id", "name", "match", "matched_by", "basis"]
+    out = pd.DataFrame(rows, columns=columns)
     return out.sort_values("paper_name", key=lambda s: s.map(order)).reset_index(drop=True)
 
 
-def op_of(mapping: pd.DataFrame) -> dict[str, str]:
-    """Paper name (kernel or op) -> rescore op, for tables keyed by op (P2's tightening)."""
-    return {r["paper_name"]: r["op"] for r in mapping.to_dict("records") if r["op"]}
+def op_of(mapping: pd.DataFrame, submissions: pd.DataFrame | None = None) -> dict[str, str]:
+    """Paper name (kernel or op) -> rescore op, for tables keyed by op (P2's tightening): the op of
+    the dump's one submission of that name (the papers' own corpus names its ops after its
+    controls), else the mapping's."""
+    ops = {r["paper_name"]: r["op"] for r in mapping.to_dict("records") if r["op"]}
+    if submissions is not None and len(submissions):
+        subs = usable(submissions)
+        named = subs[subs["name"].isin(set(mapping["paper_name"]))].drop_duplicates("name", keep=False)
+        ops.update(dict(zip(named["name"], named["op"])))
+    return ops

@@ -88,7 +88,7 @@ def tightening_table(
 ) -> pd.DataFrame:
     """Per (op, dtype): current atol, calibrated atol and their ratio, beside the paper's row; rescore's
     `calibrated` policy as extra rows (its atol: the equivalent bound at the median reference scale)."""
-    ops = op_of(mapping)
+    ops = op_of(mapping, submissions)
     pub = {(ops.get(p["op"], p["op"]), p["dtype"]): p for p in published.to_dict("records")}
     cur = df.groupby(["op", "dtype"])["current_atol"].median().to_dict() if len(df) else {}
     own = (

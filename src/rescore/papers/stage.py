@@ -13,8 +13,9 @@ from rescore.papers import p1, p2, p3, p4, published, render
 from rescore.tables import read_parquet, write_parquet, write_text
 
 ABOUT_MATCH = (
-    "Paper rows are matched to rescore kernels by (op, label, bug class) through config/published/mapping.csv, "
-    "never by name; `in_paper` False marks rows the paper lacks; `differs` is True where a reproduced value "
+    "Paper rows are matched to rescore kernels by name where the dump has a kernel of the paper's name (the "
+    "papers' own gpuemu corpus), else by (op, label, bug class) through config/published/mapping.csv; "
+    "`in_paper` False marks rows the paper lacks; `differs` is True where a reproduced value "
     "lies outside the printed value's last digit (or a verdict differs)."
 )
 # The columns each Markdown table shows (the Parquet table has them all).
