@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO
 
 from rescore.papers import match, p1, p2, p3, p4, published, stage
-from rescore.tables import SCHEMAS, write_parquet
+from rescore.tables import SCHEMAS, read_parquet, write_parquet
 
 PUBLISHED = REPO / "config" / "published"
 TABLES = ["p1_verdicts", "p1_headline", "p2_headline", "p2_tightening", "p3_headline", "p3_shape", "p4_paired"]
@@ -205,7 +205,7 @@ def test_p3_tables(tiny):
     assert set(s[~s["in_paper"]]["kernel"]) == set()  # softmax_tail is the paper's row, not a new one
 
 
-def test_p4_paired(tiny):
+def test_p4_paired(tiny, tmp_path):
     _, subs = tiny
     pairs = pd.DataFrame([
         {"variant_id": "gelu_sigmoid", "control_id": "gelu_ref", "op": "gelu", "bug_class": "dropped_constant",
@@ -220,12 +220,15 @@ def test_p4_paired(tiny):
     pub = published.read_csv("p4_paired.csv", PUBLISHED)
     times = timing_table(subs, {"gelu_ref": 0.100, "gelu_sigmoid": 0.103, "softmax_ref": 0.2, "softmax_tail": 0.19},
                          skipped={"softmax_other": "crash"})
+    write_parquet(times, tmp_path / "timing.parquet", "timing")  # as the stage writes it: counts beside NaN
+    times = read_parquet(tmp_path / "timing.parquet", "timing")
     t = p4.paired_table(pairs, subs, published.mapping(PUBLISHED), pub, times, "sm_90").set_index("pair")
     gelu = t.loc["gelu_triton->gelu_triton_buggy"]
     assert (gelu["d_instrs"], gelu["d_instrs_published"], gelu["d_regs_published"]) == (-8, "-8", "-8")
     assert gelu["differs"] and gelu["differs_in"] == "d_regs"  # times are never compared with the paper's
     assert gelu["d_ms_median"] == pytest.approx(0.003) and gelu["d_perf_pct"] == pytest.approx(3.0)
     assert (gelu["control_ms"], gelu["variant_ms"]) == (0.100, 0.103) and "NVIDIA H200" in gelu["timing_note"]
+    assert "0.1 ms [p10-p90 0.098-0.103, 100 runs]" in gelu["timing_note"]
     # softmax's pair has no static row (its variant lacks one): the control comes from the paper's match
     tail = t.loc["softmax_triton->softmax_triton_buggy"]
     assert tail["d_ms_median"] == pytest.approx(-0.01) and tail["d_perf_pct"] == pytest.approx(-5.0)

@@ -115,7 +115,6 @@ class Timed:
     """The times of one callable's timed calls, in milliseconds."""
 
     samples_ms: list[float]
-    warmup: int
     requested: int  # repeats asked for; fewer ran when the budget cut them (`capped`)
 
     @property
@@ -167,7 +166,7 @@ def measure(run: Callable[[], object], clock: Clock, flush: Callable[[], None], 
             run()
             marks.append((start, clock.mark()))
         clock.wait()
-    return Timed([clock.ms(a, b) for a, b in marks], max(1, warmup), repeats)
+    return Timed([clock.ms(a, b) for a, b in marks], repeats)
 
 
 def spread(samples_ms: Sequence[float]) -> dict[str, float]:

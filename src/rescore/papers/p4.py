@@ -48,11 +48,13 @@ class Times:
             got[role] = r
         c, v = got["control"], got["buggy"]
         d = v["median_ms"] - c["median_ms"]
-        note = (f"timed on {v['device']} ({v['dtype']}): control {c['median_ms']:.4g} ms "
-                f"[p10-p90 {c['p10_ms']:.4g}-{c['p90_ms']:.4g}, {c['repeats']} runs], buggy {v['median_ms']:.4g} ms "
-                f"[p10-p90 {v['p10_ms']:.4g}-{v['p90_ms']:.4g}, {v['repeats']} runs]")
+        note = (f"timed on {v['device']} ({v['dtype']}): control {_spread(c)}, buggy {_spread(v)}")
         return {"control_ms": c["median_ms"], "variant_ms": v["median_ms"], "d_ms_median": d,
                 "d_perf_pct": 100.0 * d / c["median_ms"] if c["median_ms"] else np.nan, "timing_note": note}
+
+
+def _spread(r: dict) -> str:
+    return f"{r['median_ms']:.4g} ms [p10-p90 {r['p10_ms']:.4g}-{r['p90_ms']:.4g}, {int(r['repeats'])} runs]"
 
 
 def timing_summary(timing: pd.DataFrame, subs: pd.DataFrame, table: pd.DataFrame) -> str:
