@@ -7,6 +7,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/study.smk"
 include: "workflow/rules/static.smk"
 include: "workflow/rules/papers.smk"
+include: "workflow/rules/timing.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 

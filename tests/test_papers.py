@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO
 
 from rescore.papers import match, p1, p2, p3, p4, published, stage
-from rescore.tables import SCHEMAS, write_parquet
+from rescore.tables import SCHEMAS, read_parquet, write_parquet
 
 PUBLISHED = REPO / "config" / "published"
 TABLES = ["p1_verdicts", "p1_headline", "p2_headline", "p2_tightening", "p3_headline", "p3_shape", "p4_paired"]
@@ -230,7 +230,7 @@ def test_p3_tables(tiny):
     assert set(s[~s["in_paper"]]["kernel"]) == set()  # softmax_tail is the paper's row, not a new one
 
 
-def test_p4_paired(tiny):
+def test_p4_paired(tiny, tmp_path):
     _, subs = tiny
     pairs = pd.DataFrame([
         {"variant_id": "gelu_sigmoid", "control_id": "gelu_ref", "op": "gelu", "bug_class": "dropped_constant",
@@ -242,13 +242,55 @@ def test_p4_paired(tiny):
         {"variant_id": "elsewhere", "control_id": "x", "op": "relu", "bug_class": "b", "arch": "sm_90",
          "comparable": False},
     ])
-    t = p4.paired_table(pairs, subs, published.mapping(PUBLISHED), published.read_csv("p4_paired.csv", PUBLISHED),
-                        "cpu", "sm_90")
-    gelu = t.set_index("pair").loc["gelu_triton->gelu_triton_buggy"]
+    pub = published.read_csv("p4_paired.csv", PUBLISHED)
+    times = timing_table(subs, {"gelu_ref": 0.100, "gelu_sigmoid": 0.103, "softmax_ref": 0.2, "softmax_tail": 0.19},
+                         skipped={"softmax_other": "crash"})
+    write_parquet(times, tmp_path / "timing.parquet", "timing")  # as the stage writes it: counts beside NaN
+    times = read_parquet(tmp_path / "timing.parquet", "timing")
+    t = p4.paired_table(pairs, subs, published.mapping(PUBLISHED), pub, times, "sm_90").set_index("pair")
+    gelu = t.loc["gelu_triton->gelu_triton_buggy"]
     assert (gelu["d_instrs"], gelu["d_instrs_published"], gelu["d_regs_published"]) == (-8, "-8", "-8")
-    assert gelu["differs"] and gelu["differs_in"] == "d_regs" and pd.isna(gelu["d_ms_median"])
-    assert "CPU" in gelu["timing_note"]
-    assert list(t[~t["in_paper"]]["pair"]) == ["softmax_ref->softmax_other"]  # not another dump's pair
+    assert gelu["differs"] and gelu["differs_in"] == "d_regs"  # times are never compared with the paper's
+    assert gelu["d_ms_median"] == pytest.approx(0.003) and gelu["d_perf_pct"] == pytest.approx(3.0)
+    assert (gelu["control_ms"], gelu["variant_ms"]) == (0.100, 0.103) and "NVIDIA H200" in gelu["timing_note"]
+    assert "0.1 ms [p10-p90 0.098-0.103, 100 runs]" in gelu["timing_note"]
+    # softmax's pair has no static row (its variant lacks one): the control comes from the paper's match
+    tail = t.loc["softmax_triton->softmax_triton_buggy"]
+    assert tail["d_ms_median"] == pytest.approx(-0.01) and tail["d_perf_pct"] == pytest.approx(-5.0)
+    other = t.loc["softmax_ref->softmax_other"]  # not in the paper; its buggy kernel crashed when timed
+    assert not other["in_paper"] and pd.isna(other["d_ms_median"]) and pd.isna(other["d_perf_pct"])
+    assert other["timing_note"] == "no times: buggy softmax_other crash: it crashed"
+    assert list(t[~t["in_paper"]].index) == ["softmax_ref->softmax_other"]  # not another dump's pair
+    assert "2 of" in p4.timing_summary(times, subs, t.reset_index()) and "H200" in p4.timing_summary(
+        times, subs, t.reset_index())
+    none = timing_table(subs, {}, skipped={n: "skipped" for n in subs["name"]})  # a machine without a GPU
+    cpu = p4.paired_table(pairs, subs, published.mapping(PUBLISHED), pub, none, "sm_90")
+    assert cpu["d_ms_median"].isna().all() and cpu["d_perf_pct"].isna().all()
+    assert cpu.set_index("pair").loc["gelu_triton->gelu_triton_buggy", "timing_note"] == (
+        "no times: control gelu_ref skipped: timing needs a CUDA GPU")
+    assert "none timed: timing needs a CUDA GPU" in p4.timing_summary(none, subs, cpu)
+    untimed = p4.paired_table(pairs, subs, published.mapping(PUBLISHED), pub, none.iloc[0:0], "sm_90")
+    assert untimed["timing_note"].str.contains("has no row of this dump").all()
+
+
+def timing_table(subs: pd.DataFrame, medians: dict[str, float], skipped: dict[str, str] | None = None) -> pd.DataFrame:
+    """A timing table as the timing stage writes it: `medians` timed on an H200, `skipped` not timed."""
+    rows = []
+    for s in subs.to_dict("records"):
+        base = {"submission_id": s["submission_id"], "name": s["name"], "dump": s["dump"], "dtype": "float32"}
+        if s["name"] in medians:
+            m = medians[s["name"]]
+            rows.append({**base, "status": "ok", "reason": "", "device": "NVIDIA H200", "median_ms": m,
+                         "p10_ms": 0.98 * m, "p90_ms": 1.03 * m, "repeats": 100, "warmup": 10})
+        elif s["name"] in (skipped or {}):
+            status = skipped[s["name"]]
+            why = "timing needs a CUDA GPU" if status == "skipped" else "it crashed"
+            rows.append({**base, "status": status, "reason": why, "device": "cpu"})
+    df = pd.DataFrame(rows)
+    for col in SCHEMAS["timing"].names:
+        if col not in df:
+            df[col] = None
+    return df[SCHEMAS["timing"].names]
 
 
 def test_build_writes_parquet_and_markdown(tiny, tmp_path):
@@ -258,8 +300,10 @@ def test_build_writes_parquet_and_markdown(tiny, tmp_path):
     write_parquet(pd.DataFrame({"variant_id": ["gelu_sigmoid"], "control_id": ["gelu_ref"], "op": ["gelu"],
                                 "bug_class": ["dropped_constant"], "arch": ["sm_90"], "comparable": [True],
                                 "delta_registers": [-8], "delta_instructions": [-8]}), tmp_path / "pairs.parquet")
+    write_parquet(timing_table(subs, {"gelu_ref": 0.1, "gelu_sigmoid": 0.11}), tmp_path / "timing.parquet", "timing")
     inputs = {"cases": str(tmp_path / "cases.parquet"), "submissions": str(tmp_path / "submissions.parquet"),
-              "verdicts": str(tmp_path / "p1_verdicts.parquet"), "pairs": str(tmp_path / "pairs.parquet")}
+              "verdicts": str(tmp_path / "p1_verdicts.parquet"), "pairs": str(tmp_path / "pairs.parquet"),
+              "timing": str(tmp_path / "timing.parquet")}
     opts = {"dump": "toy", "format": "corpus", "published": str(PUBLISHED), "iterations": 2, "multiplier": 2.0,
             "quantile": 1.0, "strategies": ["default", "boundary"], "arch": "sm_90"}
     for table in TABLES:
@@ -322,6 +366,7 @@ def test_one_table_needs_only_its_inputs(dag):
     assert "static_study" not in dry.stdout and "paper_p1_verdicts" not in dry.stdout
     p4_dry = _snakemake(dag, "-n", "results/papers/p4_paired.md")
     assert "static_study" in p4_dry.stdout and "paper_p4_paired" in p4_dry.stdout
+    assert "rule timing:" in p4_dry.stdout  # P4's time columns
 
 
 def test_paper_targets_on_a_gpuemu_dump(dag):

@@ -66,6 +66,11 @@ def test_all_outputs_exist(run_dir):
     shrunk = pd.read_parquet(run_dir / "results/failures/shrunk.parquet")  # one row per flagged submission
     flagged = illusion[illusion["fuzz_verdict"] == "flagged"]
     assert len(flagged) and sorted(shrunk["name"]) == sorted(flagged["name"])
+    timing = pd.read_parquet(run_dir / "results/tables/timing.parquet")  # a CPU run: no kernel is timed
+    assert len(timing) == len(pd.read_parquet(run_dir / "results/tables/submissions.parquet"))
+    assert (timing["status"] == "skipped").all()
+    assert (timing["reason"] == "timing needs a CUDA GPU").all()
+    assert "NO TIMINGS" in (run_dir / "results/logs/timing.log").read_text()
 
 
 def test_uncertainty_statement_and_report(run_dir):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rescore import confine, interpreter_compat, interpreter_guard, interpreter_speed
+from rescore import confine, interpreter_compat, interpreter_guard, interpreter_speed, timing
 from rescore.findings import merge
 from rescore.inputs.layout import apply_layout
 from rescore.inputs.seeds import sub_seed
@@ -32,7 +32,7 @@ from rescore.inputs.values import LARGE_DRAW, fill
 from rescore.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
 from rescore.malformed import source_defect
 from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
-from rescore.oracle.fixed import kernelbench_check
+from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.problem import load_module, module_int_names
 from rescore.schema import OpSchema, bound_sizes, infer_schema, input_shapes, largest_numel, schema_from_spec
@@ -483,6 +483,60 @@ class Executor:
             n_elements=len(trials),
             wall_ms=1e3 * (time.perf_counter() - start),
         )
+
+    # -- timing ----------------------------------------------------------------------------------
+    def run_timing(self, dtype: str, warmup: int, repeats: int, budget_s: float, host_clock: bool = False,
+                   flush_bytes: int | None = None) -> dict:
+        """A row of the timing table: the candidate's forward, then the reference's, each timed on the
+        benchmark's own inputs at `dtype` (`timing.py`). Only on a GPU (CUDA events, L2 flushed).
+        `host_clock` (tests only) times through the host's clock on any device, and `flush_bytes`
+        sets the flush buffer's size: CPU tensors then take the same path as a GPU's."""
+        self._begin()
+        return self._with_findings(self._run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes))
+
+    def _run_timing(self, dtype: str, warmup: int, repeats: int, budget_s: float, host_clock: bool,
+                    flush_bytes: int | None) -> dict:
+        row = {"dtype": dtype, "warmup": max(1, warmup), **timing.environment(self.versions)}
+        if not host_clock and self.device != "cuda":
+            return dict(row, outcome="skipped", reason=timing.NEEDS_GPU)
+        skip = self._cannot_run(dtype)
+        if skip:
+            return dict(row, outcome=skip.outcome, reason=skip.reason)
+        assert self.problem is not None and self.candidate is not None
+        sync = torch.cuda.synchronize if self.device == "cuda" else None
+        clock = timing.HostClock(sync) if host_clock else timing.EventClock()
+        flush = timing.CacheFlush(self.device, flush_bytes)
+        row["flush_bytes"] = flush.nbytes
+        where = self.job["problem"]["path"]
+        try:
+            init = self.problem.get_init_inputs()
+            inputs = timing.benchmark_inputs(self.problem, self.device, dtype)
+        except Exception as exc:  # noqa: BLE001 - the problem's own code: not the candidate's fault
+            reason = f"problem {where}: its inputs could not be made: {type(exc).__name__}: {exc}"
+            return dict(row, outcome="skipped", reason=reason[:500])
+        try:
+            timing.seed(WEIGHT_SEED)
+            model = self._call(self.candidate.ModelNew, *init)
+            model = self._call(timing.placed, model, self.device, dtype)
+            timed = self._call(timing.measure, lambda: model(*inputs), clock, flush, warmup, repeats, budget_s)
+        except BaseException as exc:  # noqa: BLE001
+            if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
+                raise
+            verdict = self._verdict_of(exc)
+            return dict(row, outcome=verdict.outcome, reason=verdict.reason)
+        row.update(timing.columns(timed), capped=timed.capped, outcome="ok", reason="")
+        try:  # the problem's Model, the same way, on inputs of its own (the candidate may have written its)
+            inputs = timing.benchmark_inputs(self.problem, self.device, dtype)
+            timing.seed(WEIGHT_SEED)
+            reference = timing.placed(self.problem.Model(*init), self.device, dtype)
+            ref = timing.measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s)
+            row.update(timing.columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
+        except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
+            if _is_cuda_failure(exc) and not cuda_context_usable():
+                raise NeedsRestart(f"the reference left the GPU unusable: {exc}"[:500]) from exc
+            reason = f"problem {where}: the reference failed: {type(exc).__name__}: {exc}"
+            row.update(ref_outcome="crash", ref_reason=reason[:500])
+        return row
 
     # -- fuzz cases --------------------------------------------------------------------------------
     def _cannot_run(self, dtype: str) -> Verdict | None:
@@ -1138,6 +1192,8 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
                 result = executor.run_fixed(*msg[1:])
             elif kind == "case":
                 result = executor.run_case(**msg[1])
+            elif kind == "time":
+                result = executor.run_timing(**msg[1])
             else:
                 result = {"outcome": "crash", "reason": f"unknown message {kind!r}"}
         except NeedsRestart as exc:

@@ -114,6 +114,40 @@ SCHEMAS["shrunk"] = pa.schema(
     ]
 )
 
+# Kernel times (timing.py, timing_stage.py): one row per submission; ms columns are milliseconds
+# per forward call, the candidate's, then the reference Model's (ref_) on the same inputs.
+_SPREAD = ["median_ms", "min_ms", "p10_ms", "p25_ms", "p75_ms", "p90_ms", "max_ms"]
+SCHEMAS["timing"] = pa.schema(
+    [
+        ("submission_id", _S),
+        ("name", _S),
+        ("dump", _S),
+        ("problem_id", _S),
+        ("op", _S),
+        ("language", _S),
+        ("label", _S),
+        ("control", _S),  # name of the correct submission this variant was seeded from
+        ("status", _S),  # ok | skipped | compile_error | crash | timeout | declined
+        ("reason", _S),
+        ("device", _S),  # the GPU's name (torch.cuda.get_device_name), or cpu for rows never timed
+        ("torch", _S),
+        ("triton", _S),
+        ("dtype", _S),  # the fixed check's dtype: the inputs are the benchmark's own
+        ("warmup", _I),
+        ("repeats", _I),  # timed calls the median is taken over
+        ("capped", _B),  # fewer repeats than configured: the per-submission budget cut them
+        ("flush_bytes", _I),  # bytes written before each timed call (larger than the L2 cache)
+        *[(c, _F) for c in _SPREAD],
+        ("ref_status", _S),  # ok | crash: the reference Model timed the same way
+        ("ref_reason", _S),
+        ("ref_repeats", _I),
+        *[(f"ref_{c}", _F) for c in _SPREAD],
+        ("speedup", _F),  # ref_median_ms / median_ms
+        ("wall_s", _F),  # seconds the submission took in the stage (load, warm-up, both measurements)
+        ("findings", _S),
+    ]
+)
+
 
 def empty_frame(table: str) -> pd.DataFrame:
     """An empty DataFrame with the table's columns, for stages that found nothing to write."""

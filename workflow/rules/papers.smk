@@ -146,6 +146,7 @@ rule paper_p4_paired:
     input:
         **PAPER_CASES,
         pairs="results/tables/static.parquet",
+        timing="results/tables/timing.parquet",
         published=PAPER_PUBLISHED + [os.path.join(PAPERS_PUBLISHED, "p4_paired.csv")],
     output:
         table="results/papers/p4_paired.parquet",

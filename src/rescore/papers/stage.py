@@ -162,12 +162,12 @@ def build_p3_shape(inputs: dict, out: dict, opts: dict) -> None:
 
 def build_p4_paired(inputs: dict, out: dict, opts: dict) -> None:
     cases, subs = _load(inputs, opts)
-    devices = set(cases["device"].dropna()) if len(cases) else {"cpu"}
-    device = "cuda" if "cuda" in devices else "cpu"
+    timing = read_parquet(inputs["timing"], "timing")
     df = p4.paired_table(read_parquet(inputs["pairs"]), subs, published.mapping(opts["published"]),
-                         published.read_csv("p4_paired.csv", opts["published"]), device, opts["arch"])
-    _finish("p4_paired", df, out, cases, subs, opts, f"static metrics offline for {opts['arch']} (PTX + ptxas)", [
-        ABOUT_MATCH, p4.TIMING_NOTE[device],
+                         published.read_csv("p4_paired.csv", opts["published"]), timing, opts["arch"])
+    what = f"static metrics offline for {opts['arch']} (PTX + ptxas), times from results/tables/timing.parquet"
+    _finish("p4_paired", df, out, cases, subs, opts, what, [
+        ABOUT_MATCH, p4.timing_summary(timing, subs, df),
         f"The paper compiled for sm_86 (RTX 3060); these deltas are for {opts['arch']} "
         "(results/tables/static.parquet, the static study)."])
 

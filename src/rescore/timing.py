@@ -1,0 +1,220 @@
+"""Kernel times, measured inside the sandboxed worker: how one forward is timed, and the statistics.
+
+The method is triton.testing.do_bench's, written out here so that it reads the same on every torch
+and triton version: warm-up calls (the first one compiles), then `repeats` timed calls, each after a
+buffer larger than the GPU's L2 cache has been written (so that no call finds its inputs in the
+cache the previous one warmed), each timed between two CUDA events on the current stream. Every
+timed call is queued before the events are read, so the host never stalls the GPU between calls.
+A row reports the median and the spread (min, p10, p25, p75, p90, max) of those calls.
+
+What the events see is the current stream: work that a submission leaves on another stream without
+joining it back is not counted. The harness's NaN fill of fresh memory (`execute.poison_fresh_memory`)
+and deterministic algorithms are off while calls are timed: the fill adds a kernel per allocation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from rescore.oracle.fixed import WEIGHT_SEED, trial_seeds
+from rescore.oracle.tolerance import torch_dtype
+
+NEEDS_GPU = "timing needs a CUDA GPU"
+# triton.testing.do_bench writes 256 MiB before each call; a GPU whose L2 is larger than a quarter
+# of that (none to date) gets four times its L2.
+FLUSH_MIN_BYTES = 256 << 20
+# A median of fewer calls than this says little; a slow kernel's repeats are cut by the budget, never below it.
+MIN_REPEATS = 5
+QUANTILES = {"p10": 10, "p25": 25, "p75": 75, "p90": 90}
+
+# Taken when the harness imports this module, before any candidate loads: a candidate that patches
+# them while it is timed is undone and recorded by the harness afterwards, and cannot change the
+# clock it is read with meanwhile.
+_EVENT = torch.cuda.Event
+_RECORD = torch.cuda.Event.record
+_ELAPSED = torch.cuda.Event.elapsed_time
+_SYNCHRONIZE = torch.cuda.synchronize
+_ZERO = torch.Tensor.zero_
+
+
+class Clock(Protocol):
+    """Marks taken around each call, read once every mark has been reached."""
+
+    def mark(self) -> Any: ...
+
+    def wait(self) -> None: ...
+
+    def ms(self, start: Any, end: Any) -> float: ...
+
+
+class EventClock:
+    """CUDA events on the current stream: device time between two marks, host overhead excluded
+    when the GPU is kept busy."""
+
+    def mark(self) -> Any:
+        event = _EVENT(enable_timing=True)
+        _RECORD(event)
+        return event
+
+    def wait(self) -> None:
+        _SYNCHRONIZE()
+
+    def ms(self, start: Any, end: Any) -> float:
+        return float(_ELAPSED(start, end))
+
+
+class HostClock:
+    """The host's clock, read after `sync` (nothing to wait for on the CPU): the device-agnostic clock
+    that times CPU tensors (tests) and a call's wall time."""
+
+    def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], float] = time.perf_counter):
+        self.sync, self.clock = sync or (lambda: None), clock
+
+    def mark(self) -> float:
+        self.sync()
+        return self.clock()
+
+    def wait(self) -> None:
+        self.sync()
+
+    def ms(self, start: float, end: float) -> float:
+        return 1e3 * (end - start)
+
+
+def flush_bytes(device: str) -> int:
+    """The size of the buffer written before each timed call on `device`."""
+    if torch.device(device).type != "cuda":
+        return FLUSH_MIN_BYTES
+    l2 = int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0) or 0)
+    return max(FLUSH_MIN_BYTES, 4 * l2)
+
+
+class CacheFlush:
+    """Writes a buffer of `nbytes` on `device`: called before each timed call, it leaves the L2
+    cache holding the buffer, not what the previous call read or wrote."""
+
+    def __init__(self, device: str, nbytes: int | None = None):
+        self.nbytes = int(nbytes if nbytes is not None else flush_bytes(device))
+        self.buffer = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        _ZERO(self.buffer)
+
+
+@dataclass
+class Timed:
+    """The times of one callable's timed calls, in milliseconds."""
+
+    samples_ms: list[float]
+    requested: int  # repeats asked for; fewer ran when the budget cut them (`capped`)
+
+    @property
+    def capped(self) -> bool:
+        return len(self.samples_ms) < self.requested
+
+
+@contextlib.contextmanager
+def timing_mode() -> Iterator[None]:
+    """No autograd, no NaN fill of fresh memory, no deterministic algorithms; the harness's settings
+    are put back on the way out, so that its integrity check finds them as it left them."""
+    from torch.utils import deterministic
+
+    fill = deterministic.fill_uninitialized_memory
+    det = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    try:
+        deterministic.fill_uninitialized_memory = False
+        torch.use_deterministic_algorithms(False)
+        with torch.no_grad():
+            yield
+    finally:
+        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        deterministic.fill_uninitialized_memory = fill
+
+
+def measure(run: Callable[[], object], clock: Clock, flush: Callable[[], None], warmup: int, repeats: int,
+            budget_s: float) -> Timed:
+    """Time `run`: `warmup` calls, each waited for (their median cost sizes the budget; the first is
+    left out of it when there are others, as it compiles), then up to `repeats` calls, each after
+    `flush`, all queued before the clock is read. When `repeats` calls would take longer than
+    `budget_s`, as many as fit run (never fewer than MIN_REPEATS)."""
+    warm = []
+    with timing_mode():
+        for _ in range(max(1, warmup)):
+            start = clock.mark()
+            run()
+            end = clock.mark()
+            clock.wait()
+            warm.append(clock.ms(start, end))
+        per_call = statistics.median(warm[1:] or warm)
+        n = repeats
+        if per_call > 0 and per_call * repeats > budget_s * 1e3:
+            n = max(min(repeats, MIN_REPEATS), int(budget_s * 1e3 / per_call))
+        marks = []
+        for _ in range(n):
+            flush()
+            start = clock.mark()
+            run()
+            marks.append((start, clock.mark()))
+        clock.wait()
+    return Timed([clock.ms(a, b) for a, b in marks], repeats)
+
+
+def spread(samples_ms: Sequence[float]) -> dict[str, float]:
+    """median_ms, min_ms, p10_ms, p25_ms, p75_ms, p90_ms and max_ms of the samples (linear
+    interpolation between order statistics, numpy's default)."""
+    if not len(samples_ms):
+        raise ValueError("spread of no samples: nothing was timed")
+    a = np.asarray(samples_ms, dtype=np.float64)
+    out = {"median_ms": float(np.median(a)), "min_ms": float(a.min())}
+    out.update({f"{name}_ms": float(np.percentile(a, q)) for name, q in QUANTILES.items()})
+    out["max_ms"] = float(a.max())
+    return out
+
+
+def columns(timed: Timed, prefix: str = "") -> dict[str, Any]:
+    """The timing table's columns for one Timed (prefix `ref_` for the reference)."""
+    cols = {f"{prefix}{k}": v for k, v in spread(timed.samples_ms).items()}
+    cols[f"{prefix}repeats"] = len(timed.samples_ms)
+    return cols
+
+
+def seed(value: int) -> None:
+    torch.manual_seed(value)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(value)
+
+
+def benchmark_inputs(problem: Any, device: str, dtype: str) -> list:
+    """get_inputs() as the fixed check's first trial draws it (oracle/fixed.py), its floating tensors
+    at `dtype`, on `device`."""
+    tdtype = torch_dtype(dtype)
+    seed(trial_seeds(WEIGHT_SEED, 1)[0])
+    out = []
+    for x in problem.get_inputs():
+        if isinstance(x, torch.Tensor):
+            x = x.to(device)
+            x = x.to(tdtype) if x.is_floating_point() else x
+        out.append(x)
+    return out
+
+
+def placed(model: Any, device: str, dtype: str) -> Any:
+    """The model on `device` at `dtype`, as the fixed check places it (a plain callable as it is)."""
+    return model.to(device).to(torch_dtype(dtype)) if isinstance(model, torch.nn.Module) else model
+
+
+def environment(versions_json: str) -> dict[str, str | None]:
+    """device, torch and triton of a worker, from its `versions` record (execute.versions)."""
+    info = json.loads(versions_json)
+    return {"device": info.get("device"), "torch": info.get("torch"), "triton": info.get("triton")}
+
