@@ -51,10 +51,23 @@ RATES = {"buggy kernels found": "kernel_recall", "failing cases": "case_recall",
          "control cases flagged (FP)": "case_fp"}
 
 
+UNLABELLED = {"unlabelled kernels flagged": "kernel_flag"}  # a real dump's kernels: a flag rate, not recall
+
+
+def _unlabelled(t: pd.DataFrame) -> dict[str, str]:
+    """The flag-rate column, where the run has unlabelled kernels (tables written before it have none)."""
+    return UNLABELLED if "kernel_flag_n" in t and t["kernel_flag_n"].gt(0).any() else {}
+
+
+def _labels_note(t: pd.DataFrame) -> str:
+    notes = sorted({n for n in t.get("note", pd.Series(dtype=str)).dropna() if n})
+    return "".join(f"\n\n{n}" for n in notes)
+
+
 def strategies(results: Path) -> str:
     t = pd.read_parquet(results / "tables" / "strategies.parquet")
-    rates = _rate_columns(t, {**RATES, "controls flagged": "kernel_fp"})
-    return pd.DataFrame({"strategy": t["strategy"], **rates}).to_markdown(index=False)
+    rates = _rate_columns(t, {**RATES, "controls flagged": "kernel_fp", **_unlabelled(t)})
+    return pd.DataFrame({"strategy": t["strategy"], **rates}).to_markdown(index=False) + _labels_note(t)
 
 
 def tolerances(results: Path) -> str:
@@ -64,13 +77,17 @@ def tolerances(results: Path) -> str:
     if "paired_kernel_recall_k" in t:  # found where the policy passes the control on the same input
         rates = {"buggy kernels found": "kernel_recall", "found, control passing": "paired_kernel_recall",
                  **{k: v for k, v in RATES.items() if v != "kernel_recall"}}
-    return pd.DataFrame({"policy": name, **_rate_columns(t, rates)}).to_markdown(index=False)
+    rates.update(_unlabelled(t))
+    return pd.DataFrame({"policy": name, **_rate_columns(t, rates)}).to_markdown(index=False) + _labels_note(t)
 
 
 def static(results: Path) -> str:
     from rescore.static.study import class_summary
 
     summary = class_summary(pd.read_parquet(results / "tables" / "static.parquet"))
+    if summary.empty:  # the static study's own summary says why there is no pair
+        own = pd.read_parquet(results / "tables" / "static_summary.parquet")
+        return "No (control, variant) pair." + _labels_note(own)
     cols = ["bug_class", "arch", "n_pairs", "n_gate", "n_ptx_identical", "n_same_metrics_other_ptx"]
     arch = "sm_90" if (summary["arch"] == "sm_90").any() else summary["arch"].iloc[0]
     return summary[summary["arch"] == arch][cols].to_markdown(index=False)

@@ -32,14 +32,18 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*SNAKEMAKE, "-d", str(workdir), *args], capture_output=True, text=True, timeout=900)
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("dag")
+def run_all(work: Path, config: dict) -> Path:
+    """`snakemake all` in `work` with `config` as its config/config.yaml; fails the test if it fails."""
     (work / "config").mkdir()
-    (work / "config" / "config.yaml").write_text(yaml.safe_dump(TINY))
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(config))
     r = snakemake(work, "--cores", "2", "all")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return work
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return run_all(tmp_path_factory.mktemp("dag"), TINY)
 
 
 def test_all_outputs_exist(run_dir):

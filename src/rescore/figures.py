@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +18,7 @@ VERDICT_COLOURS = {
     "declined": "#edae49",
     "skipped": "#cccccc",
 }
+NO_LABELS = "no labelled submissions"  # what an empty panel of a recall figure says first
 
 
 def save(fig, outputs: list[str]) -> None:
@@ -61,61 +63,98 @@ def verdicts_figure(illusion: pd.DataFrame, outputs: list[str]) -> None:
 
 
 def recall_heatmap(heat: pd.DataFrame, outputs: list[str]) -> None:
-    """Fraction of cases flagged, strategy x buggy kernel."""
+    """Fraction of cases flagged, strategy x kernel: buggy kernels (recall) and unlabelled ones (flag rate)."""
+    if heat.empty:
+        empty_figure("no buggy or unlabelled kernel ran a study case: nothing to draw", outputs)
+        return
+    unlabelled = set(heat.loc[heat["label"] != "buggy", "name"])
+    heat = heat.assign(name=[f"{n} (unlabelled)" if n in unlabelled else n for n in heat["name"]])
     table = heat.pivot_table(index="name", columns="strategy", values="flagged", aggfunc="mean").sort_index()
     fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(table.columns), max(3.0, 0.14 * len(table) + 1.5)))
     im = ax.imshow(table.to_numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=1)
     ax.set_xticks(range(len(table.columns)), table.columns, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(table.index)), table.index, fontsize=5)
     fig.colorbar(im, ax=ax, label="fraction of cases flagged")
-    ax.set_title("Recall per buggy kernel and strategy", fontsize=9)
+    if not unlabelled:
+        title = "Recall per buggy kernel and strategy"
+    elif len(unlabelled) == len(table):
+        title = f"Cases flagged per kernel and strategy ({NO_LABELS}: a flag rate, not recall)"
+    else:
+        title = "Recall per buggy kernel and strategy; flag rate for unlabelled kernels"
+    ax.set_title(title, fontsize=9)
     save(fig, outputs)
 
 
 def recall_vs_fp(table: pd.DataFrame, outputs: list[str]) -> None:
-    """Kernel-level recall against control false-positive rate per strategy, with 95% Wilson intervals."""
+    """Kernel-level recall against control false-positive rate per strategy, with 95% Wilson intervals;
+    strategies without buggy kernels and controls are left out (the table's `note` says why)."""
+    drawn = table[table["kernel_recall_rate"].notna() & table["case_fp_rate"].notna()]
+    if drawn.empty:
+        unlabelled = int(table["unlabelled_kernels"].max()) if len(table) else 0
+        empty_figure(f"{NO_LABELS}: recall and false positives need submissions labelled buggy and correct\n"
+                     f"(flag rates of the {unlabelled} unlabelled kernels: results/tables/strategies.parquet)",
+                     outputs)
+        return
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    for r in table.to_dict("records"):
+    for r in drawn.to_dict("records"):
         x, y = r["case_fp_rate"], r["kernel_recall_rate"]
         ax.errorbar(x, y, xerr=[[x - r["case_fp_lo"]], [r["case_fp_hi"] - x]],
                     yerr=[[y - r["kernel_recall_lo"]], [r["kernel_recall_hi"] - y]], fmt="o", capsize=3)
         ax.annotate(r["strategy"], (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("control false-positive rate (cases)")
     ax.set_ylabel("recall (buggy kernels found)")
-    ax.set_xlim(-0.02, max(0.1, float(table["case_fp_hi"].max()) + 0.05))
+    ax.set_xlim(-0.02, max(0.1, float(drawn["case_fp_hi"].max()) + 0.05))
     ax.set_ylim(0, 1.05)
     ax.set_title("Recall vs. false positives per strategy", fontsize=9)
     save(fig, outputs)
 
 
 def recall_vs_budget(budget: pd.DataFrame, outputs: list[str]) -> None:
+    """Buggy kernels found within b cases per strategy; with no buggy kernel, the share of unlabelled
+    kernels flagged within b cases (a flag rate, said so on the axis)."""
     allk = budget[budget["bug_class"] == "(all)"]
+    column, ylabel, title = "recall", "recall (buggy kernels found)", "Recall as a function of case budget"
+    if allk.empty:
+        allk = budget[budget["label"] == "unlabelled"]
+        column, ylabel = "flag_rate", "unlabelled kernels flagged (not recall)"
+        title = f"Kernels flagged as a function of case budget ({NO_LABELS})"
+    if allk.empty:
+        empty_figure("no buggy or unlabelled kernel ran a study case: nothing to draw", outputs)
+        return
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for strategy, g in allk.groupby("strategy"):
-        ax.plot(g["budget"], g["recall"], marker="o", label=strategy)
+        ax.plot(g["budget"], g[column], marker="o", label=strategy)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("cases per kernel (budget)")
-    ax.set_ylabel("recall (buggy kernels found)")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1.05)
     ax.legend(fontsize=6, ncol=2)
-    ax.set_title("Recall as a function of case budget", fontsize=9)
+    ax.set_title(title, fontsize=9)
     save(fig, outputs)
 
 
 def tightening_figure(tight: pd.DataFrame, outputs: list[str]) -> None:
-    df = tight.sort_values("tightening")
+    """The tightening factor per calibrated (op, dtype); the uncalibrated ones are the table's NaN rows."""
+    df = tight[tight["tightening"].notna()].sort_values("tightening")
+    if df.empty:
+        empty_figure(f"{NO_LABELS} as controls: none of the {len(tight)} judged (op, dtype) was calibrated\n"
+                     "(calibration runs on submissions labelled correct)", outputs)
+        return
     fig, ax = plt.subplots(figsize=(6.5, max(3.0, 0.16 * len(df) + 1)))
     labels = [f"{o} / {d}" for o, d in zip(df["op"], df["dtype"])]
     ax.barh(labels, df["tightening"], color="#30638e")
     ax.set_xscale("log")
     ax.tick_params(axis="y", labelsize=6)
-    ax.set_xlabel(f"tightening factor ({df['current_policy'].iloc[0] if len(df) else ''} bound / calibrated bound)")
+    ax.set_xlabel(f"tightening factor ({df['current_policy'].iloc[0]} bound / calibrated bound)")
     ax.set_title("How much tighter the calibrated bound is, per (op, dtype)", fontsize=9)
     save(fig, outputs)
 
 
 def control_error_figure(ratios: pd.DataFrame, outputs: list[str]) -> None:
     """Each control case's error as a fraction of each policy's bound (<= 1 passes)."""
+    if ratios.empty:
+        empty_figure(f"{NO_LABELS} as controls: no evaluation case of a submission labelled correct", outputs)
+        return
     policies = [c for c in ratios.columns if c not in ("op", "dtype", "label")]
     fig, ax = plt.subplots(figsize=(7, 4))
     data = [ratios[p].astype(float).replace([0.0, float("inf")], [1e-12, 1e12]).clip(1e-12, 1e12).dropna()
@@ -131,10 +170,18 @@ def control_error_figure(ratios: pd.DataFrame, outputs: list[str]) -> None:
 
 
 def sweep_figure(sweep: pd.DataFrame, outputs: list[str]) -> None:
+    """Recall and control false positives of the calibrated policy against its safety multiplier; the
+    unlabelled kernels' flag rate where there are some."""
+    series = [("case_recall_rate", "o", "recall (cases)"), ("kernel_recall_rate", "s", "recall (kernels)"),
+              ("case_fp_rate", "^", "control false positives (cases)"),
+              ("kernel_flag_rate", "x", "unlabelled kernels flagged")]
+    drawn = [s for s in series if s[0] in sweep and sweep[s[0]].notna().any()]
+    if not drawn:
+        empty_figure(f"{NO_LABELS} as controls: the calibrated policy has no (op, dtype) to judge", outputs)
+        return
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(sweep["multiplier"], sweep["case_recall_rate"], marker="o", label="recall (cases)")
-    ax.plot(sweep["multiplier"], sweep["kernel_recall_rate"], marker="s", label="recall (kernels)")
-    ax.plot(sweep["multiplier"], sweep["case_fp_rate"], marker="^", label="control false positives (cases)")
+    for column, marker, label in drawn:
+        ax.plot(sweep["multiplier"], sweep[column], marker=marker, label=label)
     ax.set_xlabel("safety multiplier on the calibrated k")
     ax.set_ylim(0, 1.05)
     ax.legend(fontsize=7)
@@ -144,7 +191,8 @@ def sweep_figure(sweep: pd.DataFrame, outputs: list[str]) -> None:
 
 def empty_figure(message: str, outputs: list[str]) -> None:
     """A figure that says why there is nothing to draw (a rule's output must still exist)."""
-    fig, ax = plt.subplots(figsize=(5, 1.5))
-    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=8)
+    lines = [part for line in message.splitlines() for part in textwrap.wrap(line, 100) or [""]]
+    fig, ax = plt.subplots(figsize=(5, 1.2 + 0.15 * len(lines)))
+    ax.text(0.5, 0.5, "\n".join(lines), ha="center", va="center", fontsize=8)
     ax.set_axis_off()
     save(fig, outputs)

@@ -268,29 +268,25 @@ def static(
     manifests: list[str], out: dict[str, str], threads: int, cache_dir: str, archs: list[int] | None = None
 ) -> None:
     """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, heatmap."""
-    from rescore.static.study import as_entry, class_summary, paired_deltas, static_figures, static_table
+    from rescore.static.study import (
+        PAIR_COLUMNS,
+        as_entry,
+        class_summary,
+        paired_deltas,
+        static_figures,
+        static_table,
+        unpaired_reason,
+        unpaired_summary,
+    )
 
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     entries = [as_entry(s) for s in subs if s.language == "triton"]
     archs = list(archs or (90, 80))
     metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads))
-    if entries:
-        pairs = paired_deltas(metrics, entries)
-        summary = class_summary(pairs)
-    else:  # a dump without Triton kernels (numpy, CUDA C): nothing to compile, empty tables say so
-        pairs = pd.DataFrame(
-            columns=[
-                "variant_id",
-                "control_id",
-                "op",
-                "bug_class",
-                "arch",
-                "comparable",
-                "metrics_identical",
-                "ptx_identical",
-            ]
-        )
-        summary = pd.DataFrame(columns=["bug_class", "arch", "n_pairs", "n_compared", "n_gate", "n_ptx_identical"])
+    # a dump without Triton kernels (numpy, CUDA C) or without labelled pairs: the summary says why
+    pairs = paired_deltas(metrics, entries) if entries else pd.DataFrame(columns=PAIR_COLUMNS)
+    reason = unpaired_reason(subs) if pairs.empty else ""
+    summary = unpaired_summary(reason, archs) if reason else class_summary(pairs)
     write_parquet(metrics, out["metrics"])
     write_parquet(pairs, out["table"])
     write_parquet(summary, out["summary"])
@@ -299,7 +295,8 @@ def static(
     if not heatmap.exists():
         from rescore.figures import empty_figure
 
-        empty_figure(f"no comparable (control, variant) pairs to draw ({len(pairs)} pairs)", [str(heatmap)])
+        empty_figure(f"no comparable (control, variant) pairs to draw ({len(pairs)} pairs)"
+                     + (f"\n{reason}" if reason else ""), [str(heatmap)])
     log.info("static: %d kernels, %d pairs, figures %s", len(metrics), len(pairs), written)
 
 
@@ -321,6 +318,9 @@ def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> Non
         if drawn:
             shutil.copyfile(drawn[0], out)
         else:
-            from rescore.figures import empty_figure
+            from rescore.figures import NO_LABELS, empty_figure
+            from rescore.study import LABELS
 
-            empty_figure("no comparable (control, variant) pairs to draw", [out])
+            why = "" if ill["label"].isin(LABELS).any() else (
+                f"\n{NO_LABELS}: a pair is a Triton kernel labelled buggy and the control it names")
+            empty_figure("no comparable (control, variant) pairs to draw" + why, [out])

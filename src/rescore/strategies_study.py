@@ -2,7 +2,9 @@
 
 Every strategy is compared at the same budget (the first `seeds` cases per dtype). A bug class that
 only a GPU can show (races, 32-bit offset overflow) is left out of recall when the cases ran on the
-CPU, and the table says so.
+CPU, and the table says so. Recall and false positives count labelled submissions only; a real
+dump's unlabelled submissions get flag rates (the share of them a strategy flags), and every row
+says in `needs_labels` and `note` what its labels leave out.
 """
 
 from __future__ import annotations
@@ -10,15 +12,27 @@ from __future__ import annotations
 import pandas as pd
 
 from rescore.outcomes import FLAGGING
-from rescore.study import observable, wilson
+from rescore.study import UNLABELLED, labels_note, observable, study_label, wilson
+
+RATE_PARTS = ("k", "n", "rate", "lo", "hi")
+RATES = ("case_recall", "kernel_recall", "case_fp", "kernel_fp", "case_flag", "kernel_flag")
+STRATEGY_COLUMNS = [
+    "strategy", *(f"{r}_{p}" for r in RATES for p in RATE_PARTS), "cases", "buggy_kernels", "control_kernels",
+    "unlabelled_kernels", "median_cases_to_first_failure", "needs_labels", "note",
+]
+BY_CLASS_COLUMNS = ["strategy", "bug_class", *(f"recall_{p}" for p in RATE_PARTS), "needs_labels", "note"]
+BUDGET_COLUMNS = ["strategy", "label", "bug_class", "budget", "found", "kernels", "recall", "flag_rate"]
+NO_BUGGY_NOTE = "recall per bug class needs labels: no submission here is labelled buggy"
 
 
 def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
-    """Evaluation fuzz cases of labelled submissions that ran (not skipped, not declined), with labels."""
-    meta = submissions.set_index("submission_id")[["label", "bug_class", "op", "language", "declines"]]
+    """Evaluation fuzz cases that ran (not skipped, not declined), with each submission's label
+    (`correct`, `buggy`, or UNLABELLED for any other)."""
+    meta = submissions.set_index("submission_id").reindex(columns=["label", "bug_class", "op", "language",
+                                                                    "declines"])
     df = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
     df = df[~df["outcome"].isin(["skipped", "declined"])].join(meta, on="submission_id")
-    df = df[df["label"].isin(["correct", "buggy"])].copy()
+    df["label"] = study_label(df["label"])
     if seeds is not None:
         df = df[df["case_index"] < seeds]
     df = observable(df)
@@ -38,66 +52,84 @@ def _cases_to_first_failure(group: pd.DataFrame) -> float | None:
 
 
 def strategies_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy: recall over buggy kernels, false positives over controls, flag rates over the
+    unlabelled ones (NaN rates where a strategy has no kernel of that label, and a note that says so)."""
     rows = []
     for strategy, g in df.groupby("strategy"):
-        bug, ctl = g[g["label"] == "buggy"], g[g["label"] == "correct"]
-        bug_k = bug.groupby("submission_id")["flagged"].any()
-        ctl_k = ctl.groupby("submission_id")["flagged"].any()
-        firsts = [c for _, sg in bug.groupby("submission_id") if (c := _cases_to_first_failure(sg)) is not None]
+        parts = {label: g[g["label"] == label] for label in ("buggy", "correct", UNLABELLED)}
+        kernels = {label: part.groupby("submission_id")["flagged"].any() for label, part in parts.items()}
+        firsts = [c for _, sg in parts["buggy"].groupby("submission_id")
+                  if (c := _cases_to_first_failure(sg)) is not None]
         row = {"strategy": strategy}
-        for prefix, stats in (
-            ("case_recall", _rate(int(bug["flagged"].sum()), len(bug))),
-            ("kernel_recall", _rate(int(bug_k.sum()), len(bug_k))),
-            ("case_fp", _rate(int(ctl["flagged"].sum()), len(ctl))),
-            ("kernel_fp", _rate(int(ctl_k.sum()), len(ctl_k))),
-        ):
-            row.update({f"{prefix}_{k}": v for k, v in stats.items()})
-        row["cases"] = len(g)
-        row["median_cases_to_first_failure"] = float(pd.Series(firsts).median()) if firsts else float("nan")
+        for prefix, label in (("recall", "buggy"), ("fp", "correct"), ("flag", UNLABELLED)):
+            cases, per_kernel = parts[label], kernels[label]
+            row.update({f"case_{prefix}_{k}": v for k, v in _rate(int(cases["flagged"].sum()), len(cases)).items()})
+            row.update({f"kernel_{prefix}_{k}": v for k, v in _rate(int(per_kernel.sum()), len(per_kernel)).items()})
+        counts = [len(kernels[label]) for label in ("buggy", "correct", UNLABELLED)]
+        row.update({
+            "cases": len(g),
+            "buggy_kernels": counts[0],
+            "control_kernels": counts[1],
+            "unlabelled_kernels": counts[2],
+            "median_cases_to_first_failure": float(pd.Series(firsts).median()) if firsts else float("nan"),
+            "needs_labels": not (counts[0] and counts[1]),
+            "note": labels_note(*counts),
+        })
         rows.append(row)
-    return pd.DataFrame(rows).sort_values("kernel_recall_rate", ascending=False).reset_index(drop=True)
+    table = pd.DataFrame(rows, columns=STRATEGY_COLUMNS)
+    return table.sort_values(["kernel_recall_rate", "kernel_flag_rate"], ascending=False,
+                             na_position="last").reset_index(drop=True)
 
 
 def by_class_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Kernel-level recall per (strategy, bug class)."""
+    """Kernel-level recall per (strategy, bug class); a strategy without buggy kernels gets one row
+    that says recall per class needs labels."""
     bug = df[df["label"] == "buggy"]
     per_kernel = bug.groupby(["strategy", "bug_class", "submission_id"])["flagged"].any().reset_index()
     rows = []
     for (strategy, cls), g in per_kernel.groupby(["strategy", "bug_class"]):
         stats = _rate(int(g["flagged"].sum()), len(g))
-        rows.append({"strategy": strategy, "bug_class": cls, **{f"recall_{k}": v for k, v in stats.items()}})
-    return pd.DataFrame(rows)
+        rows.append({"strategy": strategy, "bug_class": cls, **{f"recall_{k}": v for k, v in stats.items()},
+                     "needs_labels": False, "note": ""})
+    for strategy in sorted(set(df["strategy"]) - set(bug["strategy"])):
+        rows.append({"strategy": strategy, "bug_class": None, **{f"recall_{k}": v for k, v in _rate(0, 0).items()},
+                     "needs_labels": True, "note": NO_BUGGY_NOTE})
+    return pd.DataFrame(rows, columns=BY_CLASS_COLUMNS)
 
 
 def budget_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Kernel-level recall within the first b cases (b = 1, 2, 4, ...), per strategy and bug class."""
-    bug = df[df["label"] == "buggy"].copy()
-    bug["order"] = bug.groupby(["strategy", "submission_id"]).cumcount()
-    bug = bug.sort_values(["strategy", "submission_id", "case_index", "dtype"])
-    bug["order"] = bug.groupby(["strategy", "submission_id"]).cumcount()
-    first = bug[bug["flagged"]].groupby(["strategy", "submission_id"])["order"].min()
-    kernels = bug.groupby(["strategy", "submission_id"]).agg(bug_class=("bug_class", "first"), n=("order", "size"))
-    kernels = kernels.join(first.rename("first_failure"))
-    rows = []
-    max_n = int(kernels["n"].max()) if len(kernels) else 0
+    """Kernels flagged within the first b cases (b = 1, 2, 4, ...) per strategy: for buggy kernels
+    per bug class and over all classes (`(all)`), that is recall; for unlabelled kernels (`label`
+    unlabelled, bug class `(unlabelled)`) it is a flag rate, and `recall` is NaN."""
+    kernels = df[df["label"].isin(["buggy", UNLABELLED])]
+    kernels = kernels.sort_values(["strategy", "submission_id", "case_index", "dtype"])
+    kernels = kernels.assign(order=kernels.groupby(["strategy", "submission_id"]).cumcount())
+    first = kernels[kernels["flagged"]].groupby(["strategy", "submission_id"])["order"].min()
+    per_kernel = kernels.groupby(["strategy", "submission_id"]).agg(
+        label=("label", "first"), bug_class=("bug_class", "first"), n=("order", "size"))
+    per_kernel = per_kernel.join(first.rename("first_failure")).reset_index()
+    max_n = int(per_kernel["n"].max()) if len(per_kernel) else 0
     budgets = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= max_n] or [1]
-    for (strategy, cls), g in kernels.reset_index().groupby(["strategy", "bug_class"]):
+    buggy = per_kernel[per_kernel["label"] == "buggy"]
+    groups = [(s, "buggy", cls, g) for (s, cls), g in buggy.groupby(["strategy", "bug_class"])]
+    groups += [(s, "buggy", "(all)", g) for s, g in buggy.groupby("strategy")]
+    groups += [(s, UNLABELLED, "(unlabelled)", g)
+               for s, g in per_kernel[per_kernel["label"] == UNLABELLED].groupby("strategy")]
+    rows = []
+    for strategy, label, cls, g in groups:
         for b in budgets:
             found = int((g["first_failure"] < b).sum())
-            rows.append({"strategy": strategy, "bug_class": cls, "budget": b, "found": found, "kernels": len(g),
-                         "recall": found / len(g)})
-    for strategy, g in kernels.reset_index().groupby("strategy"):
-        for b in budgets:
-            found = int((g["first_failure"] < b).sum())
-            rows.append({"strategy": strategy, "bug_class": "(all)", "budget": b, "found": found, "kernels": len(g),
-                         "recall": found / len(g)})
-    return pd.DataFrame(rows)
+            rate = found / len(g)
+            rows.append({"strategy": strategy, "label": label, "bug_class": cls, "budget": b, "found": found,
+                         "kernels": len(g), "recall": rate if label == "buggy" else float("nan"), "flag_rate": rate})
+    return pd.DataFrame(rows, columns=BUDGET_COLUMNS)
 
 
 def heatmap_table(df: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
-    """Fraction of cases flagged per (strategy, buggy kernel): the recall heatmap's data."""
-    bug = df[df["label"] == "buggy"]
+    """Fraction of cases flagged per (strategy, kernel) for buggy kernels (recall) and unlabelled
+    ones (a flag rate; controls' flags are false positives, in the strategies table): the heatmap's data."""
+    kernels = df[df["label"].isin(["buggy", UNLABELLED])]
     names = submissions.set_index("submission_id")["name"]
-    out = bug.groupby(["strategy", "submission_id"])["flagged"].mean().reset_index()
+    out = kernels.groupby(["strategy", "submission_id", "label"])["flagged"].mean().reset_index()
     out["name"] = out["submission_id"].map(names)
     return out

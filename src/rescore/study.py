@@ -19,6 +19,32 @@ out of recall: flagging one there would flag correct arithmetic."""
 OVERFLOW_ELEMENTS = 2**31  # a 32-bit element offset overflows only in a tensor at least this large
 
 
+LABELS = ("correct", "buggy")
+"""The labels recall and false positives are counted on. A submission with neither (every one of a
+real dump: `unknown`) is never a control or a bug; the study tables give it flag rates only."""
+UNLABELLED = "unlabelled"  # the study tables' label for a submission labelled neither correct nor buggy
+
+
+def study_label(labels: pd.Series) -> pd.Series:
+    """`correct` and `buggy` as they are, any other label (unknown, missing) as UNLABELLED."""
+    return labels.where(labels.isin(LABELS), UNLABELLED)
+
+
+def labels_note(buggy: int, correct: int, unlabelled: int) -> str:
+    """What a study row cannot say, from how many buggy, correct and unlabelled kernels it counts
+    ("" when it lacks nothing): recall needs buggy kernels, false positives need controls."""
+    parts = []
+    if not buggy:
+        parts.append("recall needs labels: no submission here is labelled buggy")
+    if not correct:
+        parts.append("false-positive rates need labels: no submission here is labelled correct")
+    if unlabelled and (buggy or correct):
+        parts.append("recall and false positives count labelled submissions only")
+    if unlabelled:
+        parts.append(f"flag rates count the {unlabelled} unlabelled submissions")
+    return "; ".join(parts)
+
+
 def _largest(shapes: object) -> int:
     """Elements of the largest tensor of a case, from its `shapes` column (JSON), 0 if unknown."""
     return largest_numel(json.loads(shapes)) if isinstance(shapes, str) else 0

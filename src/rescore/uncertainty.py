@@ -11,7 +11,7 @@ from collections import defaultdict
 import pandas as pd
 
 from rescore.schema import largest_numel
-from rescore.study import GPU_ONLY_CLASSES
+from rescore.study import GPU_ONLY_CLASSES, LABELS
 
 
 def upper_bound(failures: int, n: int, confidence: float = 0.95) -> float:
@@ -53,6 +53,17 @@ def _fmt(p: float) -> str:
     return f"{100 * p:.2g}%"
 
 
+def _labels_paragraph(submissions: pd.DataFrame) -> list[str]:
+    """A paragraph (and its blank line) on the submissions that carry no label, or nothing when all do."""
+    unlabelled = int((~submissions["label"].isin(LABELS)).sum())
+    if not unlabelled:
+        return []
+    return [f"{unlabelled} of {len(submissions)} submissions carry no label (correct or buggy), as a real dump's do: "
+            "their verdicts and outcomes below are what the tests found, but recall and false-positive rates need "
+            "labels, so the study tables count them only in flag rates (`needs_labels`, `note`) and never as bugs or "
+            "controls.", ""]
+
+
 def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataFrame, config: dict) -> str:
     fuzz = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
     ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
@@ -65,6 +76,7 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
         f"{', '.join(sorted(submissions['dump'].unique()))}; device {', '.join(devices)}; master seed "
         f"{config.get('master_seed')}; strategies {', '.join(sorted(ran['strategy'].unique()))}.",
         "",
+        *_labels_paragraph(submissions),
         "## The input space covered",
         "",
         "| op | sizes (min..max per dim) | dtypes | value classes | layouts | cases |",

@@ -101,9 +101,12 @@ def verdicts_table(
     return out
 
 
-def _count(k: int, n: int) -> dict:
+def _count(k: int, n: int, label: str) -> dict:
+    """k of n kernels labelled `label`; with n = 0 a note that says the rate needs that label."""
     lo, hi = wilson(k, n)
-    return {"k": k, "n": n, "rate": k / n if n else float("nan"), "lo": lo, "hi": hi, "reproduced": f"{k}/{n}"}
+    note = "" if n else f"needs labels: no kernel here is labelled {label}"
+    return {"k": k, "n": n, "rate": k / n if n else float("nan"), "lo": lo, "hi": hi, "reproduced": f"{k}/{n}",
+            "note": note}
 
 
 def headline_table(verdicts: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
@@ -113,16 +116,18 @@ def headline_table(verdicts: pd.DataFrame, published: pd.DataFrame) -> pd.DataFr
     scopes = {"dump": ran, "paper kernels": ran[ran["in_paper"]]}
     metrics = {
         "buggy_flagged": lambda d: _count(
-            int((d["label"].eq("buggy") & d["seeded"].eq("fail")).sum()), int(d["label"].eq("buggy").sum())
+            int((d["label"].eq("buggy") & d["seeded"].eq("fail")).sum()), int(d["label"].eq("buggy").sum()), "buggy"
         ),
         "controls_passing": lambda d: _count(
-            int((d["label"].eq("correct") & d["seeded"].eq("pass")).sum()), int(d["label"].eq("correct").sum())
+            int((d["label"].eq("correct") & d["seeded"].eq("pass")).sum()), int(d["label"].eq("correct").sum()),
+            "correct",
         ),
         "buggy_passing_bench": lambda d: _count(
-            int((d["label"].eq("buggy") & d["bench"].eq("pass")).sum()), int(d["label"].eq("buggy").sum())
+            int((d["label"].eq("buggy") & d["bench"].eq("pass")).sum()), int(d["label"].eq("buggy").sum()), "buggy"
         ),
         "illusions": lambda d: _count(
-            int((d["label"].eq("buggy") & d["illusion"].fillna(False)).sum()), int(d["label"].eq("buggy").sum())
+            int((d["label"].eq("buggy") & d["illusion"].fillna(False)).sum()), int(d["label"].eq("buggy").sum()),
+            "buggy",
         ),
     }
     rows = []

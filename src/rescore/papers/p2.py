@@ -164,10 +164,13 @@ def _with_differs(row: dict) -> dict:
     return {**row, "differs": flag, "differs_in": which}
 
 
-def _rate(k: int, n: int) -> dict:
+def _rate(k: int, n: int, label: str) -> dict:
+    """k of n cases of kernels labelled `label`; with n = 0 a note that says the rate needs that label."""
     lo, hi = wilson(k, n)
     rate = k / n if n else np.nan
-    return {"k": k, "n": n, "value": rate, "lo": lo, "hi": hi, "reproduced": f"{k}/{n} ({100 * rate:.1f}%)"}
+    note = "" if n else f"needs labels: no evaluation case of a kernel labelled {label}"
+    reproduced = f"{k}/{n} ({100 * rate:.1f}%)" if n else f"{k}/0"
+    return {"k": k, "n": n, "value": rate, "lo": lo, "hi": hi, "reproduced": reproduced, "note": note}
 
 
 def headline_table(
@@ -181,7 +184,7 @@ def headline_table(
         f = (flagged[policy] if policy in flagged else pd.Series(False, index=df.index)).rename("flag")
         kern = f.groupby([df["submission_id"], df["label"]]).any().reset_index()
         for metric, sel, label in (("buggy_flagged", bug, "buggy"), ("control_false_positives", ctl, "correct")):
-            stats = _rate(int(f[sel].sum()), int(sel.sum()))
+            stats = _rate(int(f[sel].sum()), int(sel.sum()), label)
             col = POLICY_COLUMNS.get(policy)
             text = pub.loc[metric, col] if col and metric in pub.index else None
             kk = kern[kern["label"] == label]["flag"]

@@ -30,7 +30,9 @@ def _stats(table: pd.DataFrame) -> pd.DataFrame:
             out[f"{dst}_{part}" if part != "rate" else dst] = table[f"{src}_{part}"].to_numpy()
     out["kernel_recall"] = table["kernel_recall_rate"].to_numpy()
     out["kernel_fp"] = table["kernel_fp_rate"].to_numpy()
+    out["kernel_flag"] = table["kernel_flag_rate"].to_numpy()  # unlabelled kernels flagged
     out["cases"] = table["cases"].to_numpy()
+    out["note"] = table["note"].to_numpy()
     return out
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.papers import p1, p2, p3, p4, published, render
+from rescore.study import LABELS
 from rescore.tables import read_parquet, write_parquet, write_text
 
 ABOUT_MATCH = (
@@ -22,8 +23,8 @@ ABOUT_MATCH = (
 SHOWN = {
     "p1_verdicts": "kernel name source source_published bench bench_published seeded seeded_published "
     "fail_over_total fail_over_total_published illusion illusion_published in_paper match differs",
-    "p1_headline": "metric scope reproduced lo hi published setup_published in_paper differs",
-    "p2_headline": "metric policy reproduced kernels_k kernels_n published in_paper differs",
+    "p1_headline": "metric scope reproduced lo hi published setup_published in_paper differs note",
+    "p2_headline": "metric policy reproduced kernels_k kernels_n published in_paper differs note",
     "p2_tightening": "op dtype method paper_op current_atol current_atol_published calibrated_atol "
     "calibrated_atol_published tightening tightening_published in_paper differs note",
     "p3_headline": "strategy paper_strategy validator bug bug_recall_published ctl control_fp_published "
@@ -60,9 +61,23 @@ def tolerances(manifest: str | None, fmt: str) -> dict[str, dict]:
     return {d["problem"]["problem_id"]: d["problem"].get("tolerance") or {} for d in docs}
 
 
+def labels_note(subs: pd.DataFrame) -> str | None:
+    """A note on the dump's unlabelled submissions (None when every one is labelled correct or buggy)."""
+    unlabelled = int((~subs["label"].isin(LABELS)).sum())
+    if not unlabelled:
+        return None
+    if unlabelled < len(subs):
+        return (f"{unlabelled} of the dump's {len(subs)} submissions carry no label (correct / buggy): they never "
+                "count as bugs or controls.")
+    return (f"The dump's {unlabelled} submissions carry no labels (correct / buggy): verdicts, outcomes and flag "
+            "counts are reproduced; recall, false positives, calibration and (control, variant) pairs need labels, "
+            "so those cells are empty.")
+
+
 def _finish(table: str, df: pd.DataFrame, out: dict, cases: pd.DataFrame, subs: pd.DataFrame, opts: dict,
             what: str, notes: list[str], shown: pd.DataFrame | None = None) -> None:
     """Write the table and its Markdown (the two setup lines, the shown columns, the notes)."""
+    notes = [n for n in (*notes, labels_note(subs)) if n]
     setup = render.run_setup(cases, subs, opts["dump"], opts.get("format", "?"), what)
     paper = published.setups(opts["published"])[table]["setup"]
     md = render.document(TITLES[table], setup, paper, [("", df if shown is None else shown, SHOWN[table].split())],

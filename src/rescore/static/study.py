@@ -15,8 +15,14 @@ import pandas as pd
 from rescore.static.compile import ARCHS, compile_many
 from rescore.static.launches import capture_many
 from rescore.static.metrics import METRIC_COLUMNS
+from rescore.study import LABELS
 
 ENTRY_COLUMNS = ("id", "op", "label", "language", "control", "bug_class")
+PAIR_COLUMNS = ["variant_id", "control_id", "op", "bug_class", "arch", "variant_outcome", "control_outcome",
+                "variant_error", "comparable", "n_metrics_changed", "changed_metrics", "metrics_identical",
+                "ptx_identical"]
+SUMMARY_COLUMNS = ["bug_class", "arch", "n_pairs", "n_compared", "n_gate", "n_ptx_identical",
+                   "n_same_metrics_other_ptx", "n_variant_rejected", "gate_rate", "note"]
 # how the kernels of one submission combine into one number per metric
 _MAX_METRICS = {"registers", "shared", "local"}
 
@@ -143,7 +149,7 @@ def paired_deltas(metrics_df: pd.DataFrame, entries: Iterable[dict]) -> pd.DataF
                 row["metrics_identical"] = v["vectors"] == c["vectors"]
                 row["ptx_identical"] = v["hashes"] == c["hashes"]
             rows.append(row)
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=PAIR_COLUMNS)
     for col in ("metrics_identical", "ptx_identical", "n_metrics_changed", "changed_metrics"):
         if col not in df:
             df[col] = pd.NA
@@ -156,22 +162,10 @@ def class_summary(pairs_df: pd.DataFrame) -> pd.DataFrame:
     Columns: n_pairs, n_compared, n_gate (some metric differs), n_ptx_identical,
     n_same_metrics_other_ptx (metrics equal but PTX differs: constant-only changes),
     n_variant_rejected (variant does not compile while its control does), gate_rate
-    (n_gate / n_compared).
+    (n_gate / n_compared), note (empty here; see unpaired_summary).
     """
     if pairs_df.empty:
-        return pd.DataFrame(
-            columns=[
-                "bug_class",
-                "arch",
-                "n_pairs",
-                "n_compared",
-                "n_gate",
-                "n_ptx_identical",
-                "n_same_metrics_other_ptx",
-                "n_variant_rejected",
-                "gate_rate",
-            ]
-        )
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
     df = pairs_df.copy()
     cmp_ = df["comparable"].astype(bool)
     same = df["metrics_identical"].fillna(False).astype(bool)
@@ -193,7 +187,31 @@ def class_summary(pairs_df: pd.DataFrame) -> pd.DataFrame:
         .reset_index()
     )
     out["gate_rate"] = out["n_gate"] / out["n_compared"].where(out["n_compared"] > 0)
+    out["note"] = ""
     return out
+
+
+def unpaired_reason(entries: Iterable[dict]) -> str:
+    """Why the entries give the static gate no (control, buggy variant) pair ("" when they do): it
+    needs Triton kernels labelled buggy whose `control` names their correct original."""
+    entries = [as_entry(e) for e in entries]
+    triton = [e for e in entries if e.get("language") == "triton"]
+    if not triton:
+        return f"no Triton submission among {len(entries)}: nothing to compile (the static study reads Triton only)"
+    if any(e.get("label") == "buggy" and e.get("control") for e in triton):
+        return ""
+    unlabelled = sum(e.get("label") not in LABELS for e in triton)
+    return (f"needs labels: no Triton submission is labelled buggy with a `control` to pair it with "
+            f"({len(triton)} Triton kernels, {unlabelled} of them unlabelled; their own metrics are in "
+            "static_kernels.parquet)")
+
+
+def unpaired_summary(reason: str, archs: Sequence[int]) -> pd.DataFrame:
+    """The summary of a study without pairs: one row per arch, no pairs, and the reason in `note`."""
+    rows = [{"bug_class": None, "arch": f"sm_{a}", "n_pairs": 0, "n_compared": 0, "n_gate": 0, "n_ptx_identical": 0,
+             "n_same_metrics_other_ptx": 0, "n_variant_rejected": 0, "gate_rate": float("nan"), "note": reason}
+            for a in archs]
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 def static_figures(
