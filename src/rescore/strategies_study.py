@@ -10,14 +10,16 @@ from __future__ import annotations
 import pandas as pd
 
 from rescore.outcomes import FLAGGING
-from rescore.study import observable, wilson
+from rescore.study import claimed, observable, wilson
 
 
 def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
-    """Evaluation fuzz cases of labelled submissions that ran (not skipped, not declined), with labels."""
+    """Evaluation fuzz cases of labelled submissions that ran (not skipped, not declined) in a dtype
+    the submission claims, with labels."""
     meta = submissions.set_index("submission_id")[["label", "bug_class", "op", "language", "declines"]]
     df = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
-    df = df[~df["outcome"].isin(["skipped", "declined"])].join(meta, on="submission_id")
+    df = df[~df["outcome"].isin(["skipped", "declined"])]
+    df = df[claimed(df, submissions)].join(meta, on="submission_id")
     df = df[df["label"].isin(["correct", "buggy"])].copy()
     if seeds is not None:
         df = df[df["case_index"] < seeds]

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from rescore.outcomes import FLAGGING
+from rescore.problem import claims_dtype
 from rescore.schema import largest_numel
 
 GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
@@ -59,6 +60,28 @@ def evaluation_fuzz(cases: pd.DataFrame) -> pd.DataFrame:
     return cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
 
 
+def claimed(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.Series:
+    """Per case row, whether its dtype is one its submission claims (`problem.claims_dtype` on the
+    submissions table's `dtypes` and `declines`): a case outside the claim judges nothing. Rows of
+    submissions the table does not know (or tables without these columns), and rows without a
+    dtype, count as claimed."""
+    if "dtype" not in cases or "dtypes" not in submissions:
+        return pd.Series(True, index=cases.index, dtype=bool)
+    meta = submissions.drop_duplicates("submission_id").set_index("submission_id")
+    dtypes = meta["dtypes"]
+    declines = meta["declines"] if "declines" in meta else pd.Series(dtype=object)
+    lists = {sid: tuple(d for d in (v if isinstance(v, str) else "").split(",") if d) for sid, v in dtypes.items()}
+    refuses = {sid: v if isinstance(v, str) and v else None for sid, v in declines.items()}
+    return pd.Series(
+        [
+            not isinstance(dtype, str) or sid not in lists or claims_dtype(lists[sid], refuses.get(sid), dtype)
+            for sid, dtype in zip(cases["submission_id"], cases["dtype"])
+        ],
+        index=cases.index,
+        dtype=bool,
+    )
+
+
 def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
     """Every flagged case, with what a reproducer needs (paths, trigger) and a stable id."""
     flagged = cases[cases["outcome"].isin(FLAGGING)].copy()
@@ -105,13 +128,15 @@ def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
 
 
 def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
-    """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion."""
+    """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion. Fuzz
+    cases in dtypes the submission does not claim are left out: they judge nothing."""
     rows = []
+    cases = cases.assign(in_claim=claimed(cases, submissions))
     by_sub = {k: g for k, g in cases.groupby("submission_id")}
     for sub in submissions.to_dict("records"):
         g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
         fixed = g[g["oracle"] == "fixed"]
-        fuzz = evaluation_fuzz(g)
+        fuzz = evaluation_fuzz(g[g["in_claim"]])
         fixed_outcome = fixed["outcome"].iloc[0] if len(fixed) else "skipped"
         fixed_verdict = "skipped" if fixed_outcome == "skipped" else ("pass" if fixed_outcome == "pass" else "fail")
         ran = fuzz[~fuzz["outcome"].isin(["skipped"])]

@@ -15,7 +15,7 @@ import pandas as pd
 
 from rescore.oracle.tolerance import DTYPES, FIXED_POLICIES
 from rescore.outcomes import FLAGGING
-from rescore.study import observable, wilson
+from rescore.study import claimed, observable, wilson
 
 TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change
 POLICIES = (*FIXED_POLICIES, "reference-lowp", "p95x1.5", "calibrated")
@@ -30,7 +30,8 @@ class CalibrationError(ValueError):
 
 def _with_meta(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
     meta = submissions.set_index("submission_id").reindex(columns=["label", "bug_class", "op", "control"])
-    df = cases[cases["oracle"] == "fuzz"].join(meta, on="submission_id")
+    df = cases[cases["oracle"] == "fuzz"]
+    df = df[claimed(df, submissions)].join(meta, on="submission_id")
     df = df[df["label"].isin(["correct", "buggy"]) & ~df["outcome"].isin(["skipped", "declined"])].copy()
     df["ratios"] = df["policy_ratios"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
     return df
