@@ -11,6 +11,7 @@ import pandas as pd
 from rescore.outcomes import FLAGGING
 from rescore.problem import claims_dtype
 from rescore.schema import largest_numel
+from rescore.severity import benchmark_sizes, submission_tier
 
 GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
 """Bug classes only a GPU can show: the interpreter runs program instances one after another (no
@@ -128,10 +129,12 @@ def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
 
 
 def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
-    """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion. Fuzz
-    cases in dtypes the submission does not claim are left out: they judge nothing."""
+    """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion, and
+    for a flagged one its severity tier (severity.py). Fuzz cases in dtypes the submission does not
+    claim are left out: they judge nothing."""
     rows = []
     cases = cases.assign(in_claim=claimed(cases, submissions))
+    own_sizes = benchmark_sizes(cases)
     by_sub = {k: g for k, g in cases.groupby("submission_id")}
     for sub in submissions.to_dict("records"):
         g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
@@ -151,6 +154,10 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         else:
             fuzz_verdict = "pass"
         first = _first_failure(fuzz)
+        severity = None
+        if fuzz_verdict == "flagged":
+            judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
+            severity = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
         first_input = None
         if first:
             first_input = json.dumps(
@@ -177,6 +184,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "first_failure_replay": first.get("replay") if first else None,
                 "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
                 "diagnosis": submission_diagnosis(fuzz),
+                "severity": severity,
             }
         )
     return pd.DataFrame(rows)
