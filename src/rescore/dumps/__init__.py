@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rescore.dumps import corpus, gpuemu, kernelbench, pairs
+from rescore.dumps import corpus, cudal1, gpuemu, kernelbench, pairs
 from rescore.problem import Submission
 
 Reader = Callable[[str, dict], list[Submission]]
@@ -18,6 +18,7 @@ ADAPTERS: dict[str, Reader] = {
     "kernelbench": kernelbench.read,
     "gpuemu": gpuemu.read,
     "pairs": pairs.read,
+    "cudal1": cudal1.read,
 }
 
 
