@@ -1,12 +1,12 @@
-"""Severity tiers: each failing case row falls in one tier, a flagged submission takes its most severe,
-and the rescored table counts the illusions per tier with Wilson intervals."""
+"""Severity tiers: what a failing case row says about its input, the first tier a flagged
+submission's failing cases meet, and the rescored table's counts per tier with Wilson intervals."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from rescore.severity import ALL_TIERS, SPECIAL_VALUES, TIERS, case_tier, submission_tier
+from rescore.severity import ALL_TIERS, SPECIAL_VALUES, TIERS, FailingCase, describe, submission_tier, tier
 
 OWN = {"B": 4, "N": 4096}  # the benchmark's own sizes (its fixed-check rows ran at these)
 OWN_JSON = '{"B": 4, "N": 4096}'
@@ -17,50 +17,54 @@ def fuzz(outcome="mismatch", sizes=OTHER_JSON, values="normal", layout="contiguo
     return dict(oracle="fuzz", strategy=strategy, outcome=outcome, sizes=sizes, values=values, layout=layout, **kw)
 
 
+def fixed_check(outcome="mismatch", **kw):
+    return dict(oracle="fixed", strategy="fixed", outcome=outcome, **kw)
+
+
+DIED = fuzz(outcome="timeout", sizes=None, values=None, layout=None)  # the worker died: no input recorded
+
+
 @pytest.mark.parametrize(
-    "row, tier",
+    "rows, expected",
     [
-        (fuzz(sizes='{"N": 4096, "B": 4}'), "benchmark_sizes"),  # same sizes, keys in another order
-        (fuzz(outcome="crash", sizes=OWN_JSON, values="large"), "benchmark_sizes"),
-        (fuzz(strategy="fixed", values="native", sizes=None, layout=None, outcome="timeout"), "benchmark_sizes"),
-        (dict(oracle="fixed", strategy="fixed", outcome="compile_error"), "benchmark_sizes"),  # failed to load
-        (fuzz(outcome="nonfinite", values="offset_mean"), "other_sizes"),
-        (fuzz(outcome="bad_output"), "other_sizes"),
-        (fuzz(values="nan_few", sizes=OWN_JSON), "special_values"),
-        (fuzz(outcome="crash", values="special"), "special_values"),
-        (fuzz(values="huge"), "special_values"),
-        (fuzz(layout="transposed", sizes=OWN_JSON), "non_contiguous"),
-        (fuzz(outcome="crash", layout="sliced"), "non_contiguous"),
-        (fuzz(outcome="crash"), "shape_specialised"),
-        (fuzz(outcome="compile_error", values="negative"), "shape_specialised"),
-        (fuzz(outcome="timeout", sizes=None, values=None, layout=None), "unattributed"),  # the worker died
+        ([fuzz(sizes='{"N": 4096, "B": 4}')], "benchmark_sizes"),  # the same sizes, keys in another order
+        ([fuzz(outcome="crash", sizes=OWN_JSON, values="large"), fuzz(values="nan_few")], "benchmark_sizes"),
+        ([fuzz(strategy="fixed", values="native", sizes=None, layout=None, outcome="timeout")], "benchmark_sizes"),
+        ([fixed_check("compile_error"), fuzz(outcome="crash")], "benchmark_sizes"),  # fails to load at all
+        ([fuzz(outcome="nonfinite", values="offset_mean"), fuzz(values="special")], "other_sizes"),
+        ([fuzz(outcome="bad_output"), fuzz(outcome="crash")], "other_sizes"),
+        ([fuzz(values="nan_few", sizes=OWN_JSON), fuzz(outcome="crash")], "special_values"),
+        ([fuzz(outcome="crash", values="special")], "special_values"),
+        ([fuzz(values="huge"), fuzz(layout="transposed")], "special_values"),
+        ([fuzz(outcome="crash", values="special"), fuzz(outcome="crash")], "shape_specialised"),  # sizes explain it
+        ([fuzz(outcome="crash", layout="transposed")], "non_contiguous"),  # e.g. .view() of a view
+        ([fuzz(outcome="crash", layout="sliced", sizes=OWN_JSON), fuzz(outcome="crash")], "non_contiguous"),
+        ([fuzz(layout="offset"), fuzz(outcome="crash")], "non_contiguous"),
+        ([fuzz(outcome="crash", layout="sliced"), fuzz(outcome="crash")], "shape_specialised"),
+        ([fuzz(outcome="compile_error", values="negative"), fuzz(outcome="declined")], "shape_specialised"),
+        ([DIED, fuzz(outcome="crash")], "shape_specialised"),
+        ([DIED], "unattributed"),
+        ([fuzz(outcome="declined"), fuzz(outcome="pass", values="special")], None),
     ],
 )
-def test_each_failing_case_falls_in_one_tier(row, tier):
-    assert case_tier(row, OWN) == tier
+def test_a_flagged_submission_takes_the_first_tier_its_failing_cases_meet(rows, expected):
+    assert submission_tier(pd.DataFrame(rows), OWN) == expected
 
 
-def test_sizes_are_unattributed_without_the_benchmarks_own():
-    assert case_tier(fuzz(), None) == "unattributed"
-    assert case_tier(fuzz(values="tiny"), None) == "special_values"
+def test_what_a_failing_case_row_says_about_its_input():
+    assert describe(fuzz(values="tiny", layout="sliced", outcome="crash"), OWN) == FailingCase(
+        at_benchmark=False, special=True, strided=True, answered=False
+    )
+    assert describe(fixed_check(), None) == FailingCase(at_benchmark=True, special=False, strided=False, answered=True)
+    assert describe(DIED, OWN) is None
+    assert describe(fuzz(), None) is None  # no fixed-check row to compare its sizes with
+    assert tier([]) == "unattributed"
 
 
 def test_special_values_are_value_classes_the_fuzzer_draws():
     from rescore.inputs.values import NONFINITE_CLASSES, VALUE_CLASSES
 
     assert SPECIAL_VALUES <= set(VALUE_CLASSES) and NONFINITE_CLASSES <= SPECIAL_VALUES
-
-
-def test_a_submission_takes_its_most_severe_tier():
-    rows = [fuzz(outcome="crash"), fuzz(layout="offset"), fuzz(values="special"), fuzz(outcome="pass", sizes=OWN_JSON)]
-    assert submission_tier(pd.DataFrame(rows), OWN) == "special_values"
-    rows.append(fuzz(outcome="mutated_input"))
-    assert submission_tier(pd.DataFrame(rows), OWN) == "other_sizes"
-    rows.append(dict(oracle="fixed", strategy="fixed", outcome="mismatch", sizes=OWN_JSON, values="native"))
-    assert submission_tier(pd.DataFrame(rows), OWN) == "benchmark_sizes"
-    died = [fuzz(outcome="timeout", sizes=None, values=None, layout=None), fuzz(outcome="declined")]
-    assert submission_tier(pd.DataFrame(died), OWN) == "unattributed"
-    assert submission_tier(pd.DataFrame([fuzz(outcome="declined"), fuzz(outcome="pass")]), OWN) is None
 
 
 def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -99,7 +103,7 @@ def test_the_rescored_table_counts_illusions_per_tier_with_wilson_intervals():
                      "e": "shape_specialised", "ok": "(not flagged)", "half": "(not flagged)"}
     row = rescored_table(ill, subs).iloc[0]
     assert (row.illusion_n, row.illusion_k) == (7, 5)
-    for tier in TIERS:
-        assert row[f"tier_{tier}"] == 1
-        assert (row[f"tier_{tier}_lo"], row[f"tier_{tier}_hi"]) == pytest.approx(wilson(1, 7))
+    for name in TIERS:
+        assert row[f"tier_{name}"] == 1
+        assert (row[f"tier_{name}_lo"], row[f"tier_{name}_hi"]) == pytest.approx(wilson(1, 7))
     assert row.tier_unattributed == 0 and sum(row[f"tier_{t}"] for t in ALL_TIERS) == row.illusion_k
