@@ -53,8 +53,8 @@ def strategy_dtypes(name: str, cfg: RunConfig) -> tuple[str, ...]:
 
 def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
     """Every fuzz case of a submission: (strategy, dtype, index, seed, purpose), in run order, only
-    in the dtypes it claims (see `unclaimed_rows` for the others). Controls (label `correct`) add
-    their calibration cases, in the dtypes they claim: a kernel is judged nowhere else."""
+    in the dtypes it claims (`problem.claims_dtype`; `unclaimed_rows` records the others). Controls
+    (label `correct`) add their calibration cases, also only in the dtypes they claim."""
     cases = []
     for purpose, table in (("evaluation", cfg.strategies), ("calibration", cfg.calibration)):
         if purpose == "calibration" and sub.label != "correct":
