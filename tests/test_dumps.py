@@ -38,6 +38,8 @@ PAIRS = {
         "keep": ["Max_Diff"],
     },
 }
+CUDAL1_JSON = FIX / "cudal1" / "optimized_cuda_code" / "h100_xsm.json"
+CUDAL1_DIR = FIX / "cudal1" / "unpacked"
 
 
 def by_name(subs) -> dict:
@@ -60,6 +62,19 @@ def test_registry_knows_every_format_the_config_schema_allows():
     schema = yaml.safe_load((REPO / "config" / "config.schema.yaml").read_text())
     formats = schema["properties"]["dumps"]["additionalProperties"]["properties"]["format"]["enum"]
     assert set(formats) <= set(ADAPTERS)
+
+
+def test_every_example_dump_validates_and_ingests_without_errors():
+    import jsonschema
+    import yaml
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["dumps"] = yaml.safe_load((REPO / "config" / "dumps.example.yaml").read_text())["dumps"]
+    jsonschema.validate(config, yaml.safe_load((REPO / "config" / "config.schema.yaml").read_text()))
+    for name, spec in config["dumps"].items():
+        spec = {k: str(REPO / v) if k in ("path", "problems") else v for k, v in spec.items()}
+        subs = read_dump(name, spec)
+        assert subs and not errors(subs), name
 
 
 # -- kernelbench ---------------------------------------------------------------------------------
@@ -405,6 +420,84 @@ def test_error_rows_survive_the_manifest_and_are_never_a_verdict(tmp_path, worke
     broken = [s for s in broken if ingest_error(s)]
     rows = run_submission(broken[0], RunConfig(strategies={"default": 1}, dtypes=("float32",)), worker)
     assert {r["outcome"] for r in rows} == {"skipped"} and "rescore ingest error" in rows[0]["reason"]
+
+
+# -- cudal1 --------------------------------------------------------------------------------------
+
+
+def test_cudal1_json_and_unpacked_folders_read_the_same_claimed_correct_float32_submissions():
+    from_json = read_dump("l1", {"format": "cudal1", "path": str(CUDAL1_JSON)})
+    from_dirs = read_dump("l1", {"format": "cudal1", "path": str(CUDAL1_DIR), "gpu": "h100_xsm"})
+    assert [s.name for s in from_json] == ["level1/task28", "level1/task47", "level2/task9", "level2/task21"]
+    assert [(s.name, s.submission_id) for s in from_dirs] == [(s.name, s.submission_id) for s in from_json]
+    assert not errors(from_json) and not errors(from_dirs)
+    for s in from_json:
+        assert (s.claimed_verdict, s.dtypes, s.dump) == ("correct", ("float32",), "l1")
+        assert s.problem.problem_id == f"cudal1/{s.name}" and s.extra["wrapped"] == "as_is"
+    assert [s.language for s in from_json] == ["torch", "torch", "torch", "cuda"]
+    task47 = by_name(from_dirs)["level1/task47"]  # the folder layout keeps the files themselves
+    assert task47.path.endswith("1/47/custom_code.py") and task47.problem.path.endswith("1/47/ref_code.py")
+    level2 = read_dump("l1", {"format": "cudal1", "path": str(CUDAL1_DIR / "h100_xsm"), "levels": [2]})
+    assert [s.name for s in level2] == ["level2/task9", "level2/task21"]
+    half = read_dump("l1", {"format": "cudal1", "path": str(CUDAL1_JSON), "dtypes": ["fp16", "float32"]})
+    assert half[0].dtypes == ("float16", "float32")
+
+
+def test_cudal1_malformed_entries_are_error_rows_and_the_rest_is_read(tmp_path):
+    data = json.loads(CUDAL1_JSON.read_text())
+    good = data["1"][0]
+    data["1"] += [
+        dict(good),  # the same task again
+        {"task_id": "x1", "ref_code": good["ref_code"], "custom_code": good["custom_code"]},
+        {"task_id": 90, "ref_code": "class Model:\n    pass\n", "custom_code": good["custom_code"]},
+        {"task_id": 91, "ref_code": good["ref_code"], "custom_code": "import torch\n"},
+        {"task_id": 92, "ref_code": good["ref_code"], "custom_code": ""},
+        "not an entry",
+    ]
+    data["3"] = {"task_id": 1}
+    data["four"] = []
+    (tmp_path / "gpu.json").write_text(json.dumps(data))
+    subs = read_dump("l1", {"format": "cudal1", "path": str(tmp_path), "gpu": "gpu"})
+    errs = errors(subs)
+    assert "duplicate task level1/task28" in errs["level1/task28"]
+    assert "entry 3" in errs["level1/entry3"] and "task_id 'x1' is not a number" in errs["level1/entry3"]
+    assert "ref_code: defines no get_inputs, get_init_inputs" in errs["level1/task90"]
+    assert "custom_code: submission code defines neither ModelNew" in errs["level1/task91"]
+    assert "empty custom_code" in errs["level1/task92"]
+    assert "expected an object, found str" in errs["level1/entry7"]
+    assert "expected a list of entries, found dict" in errs["level3/*"]
+    assert "the level key is not a number" in errs["levelfour/*"]
+    assert all(str(tmp_path / "gpu.json") in e for e in errs.values())
+    assert len(errs) == 8 and len(subs) == len(errs) + 4  # the four good entries are still read
+
+    folders = tmp_path / "unpacked"
+    shutil.copytree(CUDAL1_DIR / "h100_xsm", folders)
+    (folders / "2" / "9" / "custom_code.py").unlink()
+    (folders / "2" / "draft").mkdir()
+    errs = errors(read_dump("l1", {"format": "cudal1", "path": str(folders)}))
+    assert errs == {
+        "level2/task9": f"{folders / '2' / '9'}: no custom_code.py (each task folder holds ref_code.py and "
+        "custom_code.py)",
+        "level2/draft": f"{folders / '2' / 'draft'}: folder name is not a task number",
+    }
+    (tmp_path / "broken.json").write_text('{"1": [')
+    for spec, why in (
+        ({"path": str(tmp_path / "broken.json")}, "not valid JSON"),
+        ({"path": str(tmp_path / "missing.json")}, "does not exist"),
+        ({"path": str(CUDAL1_DIR)}, "name one with `gpu:`"),
+        ({"path": str(CUDAL1_DIR), "gpu": "a100"}, "no a100/ or a100.json here (it holds ['h100_xsm'])"),
+        ({"path": str(CUDAL1_JSON), "gpu": "h100_xsm"}, "picks a GPU in a folder, but this is a file"),
+    ):
+        [row] = read_dump("l1", dict(spec, format="cudal1"))
+        assert why in ingest_error(row) and spec["path"] in ingest_error(row)
+
+
+def test_cudal1_submissions_run_on_the_cpu_and_cuda_is_skipped(worker):
+    subs = by_name(read_dump("l1", {"format": "cudal1", "path": str(CUDAL1_JSON)}))
+    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",))
+    for name in ("level1/task28", "level1/task47", "level2/task9"):
+        assert Counter(r["outcome"] for r in run_submission(subs[name], cfg, worker)) == {"pass": 3}, name
+    assert {r["outcome"] for r in run_submission(subs["level2/task21"], cfg, worker)} == {"skipped"}
 
 
 # -- rescored and degenerate tables --------------------------------------------------------------

@@ -72,20 +72,87 @@ def test_a_32bit_offset_overflow_counts_only_on_a_case_large_enough_to_overflow(
     assert list(observable(rows).index) == [1, 3, 4]
 
 
-def test_a_control_is_calibrated_on_every_dtype_a_single_dtype_strategy_judges_it_at():
+def test_every_strategy_tests_a_submission_only_in_the_dtypes_it_claims():
+    from dataclasses import replace
+
     from conftest import toy_submission
 
-    from rescore.runner import RunConfig, plan_cases
+    from rescore.runner import RunConfig, plan_cases, unclaimed_rows
 
-    cfg = RunConfig(strategies={"default": 2, "single_dtype_bf16": 2}, calibration={"default": 3})
+    cfg = RunConfig(
+        strategies={"default": 2, "single_dtype_fp16": 2, "single_dtype_bf16": 2}, calibration={"default": 3}
+    )
     ctl = toy_submission("problem_scale.py", "scale_correct.py", label="correct")  # claims float32, float16
     plan = plan_cases(ctl, cfg)
     evaluation = {(c["strategy"], c["dtype"]) for c in plan if c["purpose"] == "evaluation"}
-    calibration = {c["dtype"] for c in plan if c["purpose"] == "calibration"}
-    assert ("default", "bfloat16") not in evaluation and ("single_dtype_bf16", "bfloat16") in evaluation
-    assert calibration == {"float32", "float16", "bfloat16"}
+    assert evaluation == {("default", "float32"), ("default", "float16"), ("single_dtype_fp16", "float16")}
+    assert {c["dtype"] for c in plan if c["purpose"] == "calibration"} == {"float32", "float16"}
+    skipped = unclaimed_rows(ctl, cfg)
+    assert {(r["strategy"], r["dtype"]) for r in skipped} == {
+        ("default", "bfloat16"), ("single_dtype_bf16", "bfloat16")
+    }
+    assert {r["outcome"] for r in skipped} == {"skipped"}
+    assert {r["reason"] for r in skipped} == {"dtype bfloat16 not claimed by the submission (claims: float32, float16)"}
+    # a submission that says what it declines claims every dtype (it claims to refuse the others);
+    # a bare pair (`rescore check`, no claim) is tested in the configured dtypes
+    for sub in (replace(ctl, declines="bfloat16 inputs (raises TypeError)"), replace(ctl, dtypes=())):
+        assert ("single_dtype_bf16", "bfloat16") in {(c["strategy"], c["dtype"]) for c in plan_cases(sub, cfg)}
+        assert not unclaimed_rows(sub, cfg)
     bug = toy_submission("problem_scale.py", "scale_tail_bug.py", label="buggy")
     assert not [c for c in plan_cases(bug, cfg) if c["purpose"] == "calibration"]
+
+
+def test_unclaimed_dtype_cases_are_recorded_skipped_and_never_run(worker):
+    from conftest import toy_submission
+
+    from rescore.runner import RunConfig, run_submission
+
+    cfg = RunConfig(strategies={"default": 2, "single_dtype_fp16": 2}, dtypes=("float32",))
+    sub = toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",))
+    rows = run_submission(sub, cfg, worker)
+    fp16 = [r for r in rows if r["dtype"] == "float16"]
+    assert [(r["strategy"], r["outcome"]) for r in fp16] == [("single_dtype_fp16", "skipped")]
+    assert fp16[0]["reason"] == "dtype float16 not claimed by the submission (claims: float32)"
+    assert len([r for r in rows if r["oracle"] == "fuzz" and r["dtype"] == "float32"]) == 2
+
+
+def _claims_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A float32 kernel and a control, with one executed float16 case each (as an older plan ran them)."""
+    subs = pd.DataFrame(
+        [
+            {"submission_id": s, "name": s, "dump": "d", "op": "scale", "language": "torch", "label": label,
+             "bug_class": None, "problem_id": "p", "dtypes": "float32", "declines": declines}
+            for s, label, declines in (("fp32", "buggy", None), ("refuses", "buggy", "float16 inputs"))
+        ]
+    )
+    rows = []
+    for s in ("fp32", "refuses"):
+        rows.append({"submission_id": s, "problem_id": "p", "oracle": "fixed", "strategy": "fixed", "purpose":
+                     "evaluation", "case_index": 0, "dtype": "float32", "outcome": "pass", "sizes": '{"N": 8}',
+                     "reason": None})
+        for strategy, dtype, outcome in (("default", "float32", "pass"), ("single_dtype_fp16", "float16", "mismatch")):
+            rows.append({"submission_id": s, "problem_id": "p", "oracle": "fuzz", "strategy": strategy,
+                         "purpose": "evaluation", "case_index": 0, "seed": 1, "dtype": dtype, "outcome": outcome,
+                         "sizes": '{"N": 5}', "values": "normal", "layout": "contiguous", "diagnosis": None,
+                         "device": "cpu", "reason": None})
+    return pd.DataFrame(rows), subs
+
+
+def test_a_case_in_an_unclaimed_dtype_counts_in_no_table():
+    from rescore.rescored import rescored_table
+    from rescore.strategies_study import study_cases
+    from rescore.study import illusion_table
+
+    cases, subs = _claims_tables()
+    ill = illusion_table(cases, subs).set_index("submission_id")
+    assert ill.loc["fp32", "fuzz_verdict"] == "pass" and ill.loc["fp32", "total_cases"] == 1
+    assert ill.loc["refuses", "fuzz_verdict"] == "flagged"  # its claim covers float16: it says it refuses it
+    studied = study_cases(cases, subs)
+    assert set(zip(studied["submission_id"], studied["dtype"])) == {
+        ("fp32", "float32"), ("refuses", "float32"), ("refuses", "float16")
+    }
+    table = rescored_table(ill.reset_index(), subs).set_index("dump")
+    assert (table.loc["d", "fuzz_flagged"], table.loc["d", "illusion_k"]) == (1, 1)
 
 
 def test_the_wilson_interval_holds_the_rate_and_is_exact_at_the_ends():

@@ -97,6 +97,13 @@ class Submission:
         }
 
 
+def claims_dtype(dtypes: tuple[str, ...] | list[str], declines: str | None, dtype: str) -> bool:
+    """Whether a submission's claim covers `dtype`: a dtype it lists, or any dtype when it lists none
+    (`rescore check` on a bare pair: the user's `--dtypes` are the claim) or says what it declines
+    (its claim on the dtypes it does not compute is that it refuses them cleanly)."""
+    return not dtypes or bool(declines) or dtype in dtypes
+
+
 def module_int_names(source: str) -> list[str]:
     """Names assigned an int literal (or a product/sum of them) at the top level of a module."""
     try:

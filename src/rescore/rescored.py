@@ -1,8 +1,8 @@
 """Benchmarks re-scored: per dump, how many submissions the benchmark calls correct, how many rescore's
-copy of its check reproduces, how many fuzzing flags, and the illusion rate among the claimed-correct
-(with a 95% Wilson interval); plus the degenerate problems, where a null candidate (zeros, the
-reference's mean, the input itself, noise of the output's scale) passes the benchmark's own check,
-so a "correct" verdict on them says little.
+copy of its check reproduces, how many fuzzing flags, the illusion rate among the claimed-correct
+(with a 95% Wilson interval) and how severe those illusions are (severity.py); plus the degenerate
+problems, where a null candidate (zeros, the reference's mean, the input itself, noise of the
+output's scale) passes the benchmark's own check, so a "correct" verdict on them says little.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pandas as pd
 
 from rescore.outcomes import FLAGGING
 from rescore.problem import Problem, Submission, submission_from_dict
+from rescore.severity import ALL_TIERS
 from rescore.study import wilson
 
 log = logging.getLogger("rescore")
@@ -204,12 +205,18 @@ def rescored_table(
     The illusion rate is over the claimed-correct submissions that fuzzing could run: those the
     benchmark calls correct (its `claimed_verdict`; in a dump without claims, rescore's copy of its
     check stands in, `basis` = fixed) that fuzzing flags. First-failure outcomes of the illusions
-    are counted per outcome; diagnoses too, where the illusion table has a diagnosis column."""
+    are counted per outcome; diagnoses too, where the illusion table has a diagnosis column; and
+    so are their severity tiers (severity.py: `tier_<tier>` illusions, with a 95% Wilson interval
+    on their share of the claimed-correct that fuzzing could run, `tier_<tier>_lo` / `_hi`)."""
     subs = submissions.copy()
     for col in ("claimed_verdict", "ingest_error", "problem_id"):
         if col not in subs.columns:
             subs[col] = None
-    keep = [c for c in ("submission_id", "fixed_verdict", "fuzz_verdict", "first_failure_outcome") if c in illusion]
+    keep = [
+        c
+        for c in ("submission_id", "fixed_verdict", "fuzz_verdict", "first_failure_outcome", "severity")
+        if c in illusion
+    ]
     diag_col = next((c for c in ("first_failure_diagnosis", "diagnosis") if c in illusion.columns), None)
     if diag_col:
         keep.append(diag_col)
@@ -265,6 +272,11 @@ def _summary(dump: str, g: pd.DataFrame, diag_col: str | None, degenerate_ids: s
     counts = illusions["first_failure_outcome"].value_counts() if "first_failure_outcome" in illusions else {}
     for col in OUTCOME_COLUMNS:
         row[col] = int(counts.get(col.removeprefix("first_"), 0))
+    tiers = illusions["severity"].value_counts() if "severity" in illusions else None
+    for tier in ALL_TIERS:
+        count = None if tiers is None else int(tiers.get(tier, 0))
+        lo, hi = wilson(count, n) if count is not None else (None, None)
+        row.update({f"tier_{tier}": count, f"tier_{tier}_lo": lo, f"tier_{tier}_hi": hi})
     if diag_col:
         diag = illusions[diag_col].fillna("").replace("", "none").value_counts()
         row["by_diagnosis"] = json.dumps({str(k): int(v) for k, v in sorted(diag.items())})

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from rescore import regressions
 from rescore.inputs.seeds import case_seed
 from rescore.inputs.strategies import get_strategy
-from rescore.problem import Submission, cuda_only
+from rescore.problem import Submission, claims_dtype, cuda_only
 from rescore.sandbox import Worker, run_with_retry
 
 
@@ -46,28 +46,59 @@ def resolve_device(device: str) -> str:
         return "cpu"
 
 
+def strategy_dtypes(name: str, cfg: RunConfig) -> tuple[str, ...]:
+    """The dtypes a strategy runs at: its own (the single-dtype strategies), else the config's."""
+    return get_strategy(name).dtypes or cfg.dtypes
+
+
 def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
-    """Every fuzz case of a submission: (strategy, dtype, index, seed, purpose), in run order."""
+    """Every fuzz case of a submission: (strategy, dtype, index, seed, purpose), in run order, only
+    in the dtypes it claims (`problem.claims_dtype`; `unclaimed_rows` records the others). Controls
+    (label `correct`) add their calibration cases, also only in the dtypes they claim."""
     cases = []
-    # A declining control is run on every dtype: refusing the ones it does not support is its point.
-    claimed = set(sub.dtypes) if sub.dtypes and not sub.declines else set(cfg.dtypes)
-    # A single-dtype strategy judges every kernel at its dtype, claimed or not; a control is then
-    # calibrated there too, or the tolerance study could not judge those cases.
-    forced = {d for name in cfg.strategies for d in get_strategy(name).dtypes or ()}
     for purpose, table in (("evaluation", cfg.strategies), ("calibration", cfg.calibration)):
         if purpose == "calibration" and sub.label != "correct":
             continue
-        judged = claimed | forced if purpose == "calibration" else claimed
         for name, count in table.items():
-            strategy = get_strategy(name)
-            dtypes = [d for d in (strategy.dtypes or cfg.dtypes) if d in judged or strategy.dtypes]
-            for dtype in dtypes:
+            for dtype in strategy_dtypes(name, cfg):
+                if not claims_dtype(sub.dtypes, sub.declines, dtype):
+                    continue
                 for index in range(count):
                     seed = case_seed(cfg.master_seed, sub.problem.problem_id, name, index, purpose)
                     cases.append(
                         {"strategy": name, "dtype": dtype, "case_index": index, "seed": seed, "purpose": purpose}
                     )
     return cases
+
+
+def unclaimed_rows(sub: Submission, cfg: RunConfig) -> list[dict]:
+    """One `skipped` row per (evaluation strategy, dtype) the submission does not claim, with that
+    reason: its cases there are not run, so no study counts them and the cases table says why.
+    The row carries the strategy's first case index and seed (no replay); the number of cases not
+    run is the strategy's count in the config."""
+    claims = ", ".join(sub.dtypes)
+    rows = []
+    for name, count in cfg.strategies.items():
+        for dtype in strategy_dtypes(name, cfg):
+            if count <= 0 or claims_dtype(sub.dtypes, sub.declines, dtype):
+                continue
+            rows.append(
+                {
+                    "submission_id": sub.submission_id,
+                    "name": sub.name,
+                    "problem_id": sub.problem.problem_id,
+                    "oracle": "fuzz",
+                    "strategy": name,
+                    "purpose": "evaluation",
+                    "case_index": 0,
+                    "seed": case_seed(cfg.master_seed, sub.problem.problem_id, name, 0, "evaluation"),
+                    "dtype": dtype,
+                    "outcome": "skipped",
+                    "reason": f"dtype {dtype} not claimed by the submission (claims: {claims})",
+                    "device": cfg.device,
+                }
+            )
+    return rows
 
 
 def replay_command(sub: Submission, case: dict, device: str) -> str:
@@ -134,7 +165,9 @@ def run_submission(
     progress: Progress | None = None,
     fixed: bool = True,
 ) -> list[dict]:
-    """All rows of one submission: the fixed-shape check and its fuzz cases."""
+    """All rows of one submission: the fixed-shape check and its fuzz cases; when the cases are
+    planned here, also a `skipped` row for each strategy and dtype outside the submission's claim."""
+    unclaimed = unclaimed_rows(sub, cfg) if cases is None else []
     cases = plan_cases(sub, cfg) if cases is None else cases
     base = {"submission_id": sub.submission_id, "name": sub.name, "problem_id": sub.problem.problem_id}
     rows: list[dict] = []
@@ -167,7 +200,7 @@ def run_submission(
             )
         if progress:
             progress.step(sub.name, len(cases))
-        return rows
+        return rows + unclaimed
     if fixed:
         row = run_with_retry(worker, ("fixed", cfg.fixed_profile, cfg.fixed_dtype), cfg.timeout_s)
         case = {"oracle": "fixed", "dtype": cfg.fixed_dtype, "tolerance_policy": cfg.fixed_profile}
@@ -187,7 +220,11 @@ def run_submission(
         )
     remembered = []
     if cfg.regressions:
-        remembered = [dict(c, purpose="regression") for c in regressions.load(sub.submission_id)]
+        remembered = [
+            dict(c, purpose="regression")
+            for c in regressions.load(sub.submission_id)
+            if claims_dtype(sub.dtypes, sub.declines, c["dtype"])
+        ]
     for case in remembered + cases:
         msg = (
             "case",
@@ -216,7 +253,7 @@ def run_submission(
             progress.step(sub.name)
     if cfg.regressions:
         regressions.save(sub.submission_id, rows)
-    return rows
+    return rows + unclaimed
 
 
 def fuzz_verdict(outcomes: list[str]) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rescore.outcomes import FLAGGING
-from rescore.study import UNLABELLED, labels_note, observable, study_label, wilson
+from rescore.study import UNLABELLED, claimed, labels_note, observable, study_label, wilson
 
 RATE_PARTS = ("k", "n", "rate", "lo", "hi")
 RATES = ("case_recall", "kernel_recall", "case_fp", "kernel_fp", "case_flag", "kernel_flag")
@@ -26,12 +26,13 @@ NO_BUGGY_NOTE = "recall per bug class needs labels: no submission here is labell
 
 
 def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
-    """Evaluation fuzz cases that ran (not skipped, not declined), with each submission's label
-    (`correct`, `buggy`, or UNLABELLED for any other)."""
+    """Evaluation fuzz cases that ran (not skipped, not declined) in a dtype the submission claims,
+    with each submission's label (`correct`, `buggy`, or UNLABELLED for any other)."""
     meta = submissions.set_index("submission_id").reindex(columns=["label", "bug_class", "op", "language",
                                                                     "declines"])
     df = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
-    df = df[~df["outcome"].isin(["skipped", "declined"])].join(meta, on="submission_id")
+    df = df[~df["outcome"].isin(["skipped", "declined"])]
+    df = df[claimed(df, submissions)].join(meta, on="submission_id")
     df["label"] = study_label(df["label"])
     if seeds is not None:
         df = df[df["case_index"] < seeds]

@@ -9,7 +9,9 @@ import math
 import pandas as pd
 
 from rescore.outcomes import FLAGGING
+from rescore.problem import claims_dtype
 from rescore.schema import largest_numel
+from rescore.severity import benchmark_sizes, submission_tier
 
 GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
 """Bug classes only a GPU can show: the interpreter runs program instances one after another (no
@@ -85,6 +87,28 @@ def evaluation_fuzz(cases: pd.DataFrame) -> pd.DataFrame:
     return cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
 
 
+def claimed(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.Series:
+    """Per case row, whether its dtype is one its submission claims (`problem.claims_dtype` on the
+    submissions table's `dtypes` and `declines`): a case outside the claim judges nothing. Rows of
+    submissions the table does not know (or tables without these columns), and rows without a
+    dtype, count as claimed."""
+    if "dtype" not in cases or "dtypes" not in submissions:
+        return pd.Series(True, index=cases.index, dtype=bool)
+    meta = submissions.drop_duplicates("submission_id").set_index("submission_id")
+    dtypes = meta["dtypes"]
+    declines = meta["declines"] if "declines" in meta else pd.Series(dtype=object)
+    lists = {sid: tuple(d for d in (v if isinstance(v, str) else "").split(",") if d) for sid, v in dtypes.items()}
+    refuses = {sid: v if isinstance(v, str) and v else None for sid, v in declines.items()}
+    return pd.Series(
+        [
+            not isinstance(dtype, str) or sid not in lists or claims_dtype(lists[sid], refuses.get(sid), dtype)
+            for sid, dtype in zip(cases["submission_id"], cases["dtype"])
+        ],
+        index=cases.index,
+        dtype=bool,
+    )
+
+
 def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
     """Every flagged case, with what a reproducer needs (paths, trigger) and a stable id."""
     flagged = cases[cases["outcome"].isin(FLAGGING)].copy()
@@ -131,13 +155,17 @@ def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
 
 
 def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
-    """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion."""
+    """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion, and
+    for a flagged one its severity tier (severity.py). Fuzz cases in dtypes the submission does not
+    claim are left out: they judge nothing."""
     rows = []
+    cases = cases.assign(in_claim=claimed(cases, submissions))
+    own_sizes = benchmark_sizes(cases)
     by_sub = {k: g for k, g in cases.groupby("submission_id")}
     for sub in submissions.to_dict("records"):
         g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
         fixed = g[g["oracle"] == "fixed"]
-        fuzz = evaluation_fuzz(g)
+        fuzz = evaluation_fuzz(g[g["in_claim"]])
         fixed_outcome = fixed["outcome"].iloc[0] if len(fixed) else "skipped"
         fixed_verdict = "skipped" if fixed_outcome == "skipped" else ("pass" if fixed_outcome == "pass" else "fail")
         ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
@@ -152,6 +180,10 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         else:
             fuzz_verdict = "pass"
         first = _first_failure(fuzz)
+        severity = None
+        if fuzz_verdict == "flagged":
+            judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
+            severity = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
         first_input = None
         if first:
             first_input = json.dumps(
@@ -178,6 +210,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "first_failure_replay": first.get("replay") if first else None,
                 "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
                 "diagnosis": submission_diagnosis(fuzz),
+                "severity": severity,
             }
         )
     return pd.DataFrame(rows)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from rescore.oracle.tolerance import DTYPES, FIXED_POLICIES
 from rescore.outcomes import FLAGGING
-from rescore.study import LABELS, UNLABELLED, labels_note, observable, study_label, wilson
+from rescore.study import LABELS, UNLABELLED, claimed, labels_note, observable, study_label, wilson
 
 TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change
 FIXED_JUDGED = (*FIXED_POLICIES, "reference-lowp")  # policies that need no calibration
@@ -43,7 +43,8 @@ def _with_meta(cases: pd.DataFrame, submissions: pd.DataFrame, labelled: bool = 
     """Fuzz cases that ran, with their submission's label, bug class, op and control: of labelled
     submissions only, or (labelled=False) of every one, labels other than LABELS as UNLABELLED."""
     meta = submissions.set_index("submission_id").reindex(columns=["label", "bug_class", "op", "control"])
-    df = cases[cases["oracle"] == "fuzz"].join(meta, on="submission_id")
+    df = cases[cases["oracle"] == "fuzz"]
+    df = df[claimed(df, submissions)].join(meta, on="submission_id")
     keep = df["label"].isin(LABELS) if labelled else pd.Series(True, index=df.index)
     df = df[keep & ~df["outcome"].isin(["skipped", "declined"])].copy()
     df["label"] = study_label(df["label"])

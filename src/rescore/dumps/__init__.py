@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rescore.dumps import corpus, gpuemu, kernelbench, pairs
+from rescore.dumps import corpus, cudal1, gpuemu, kernelbench, pairs
 from rescore.dumps.annotations import annotate
 from rescore.problem import Submission
 
@@ -19,6 +19,7 @@ ADAPTERS: dict[str, Reader] = {
     "kernelbench": kernelbench.read,
     "gpuemu": gpuemu.read,
     "pairs": pairs.read,
+    "cudal1": cudal1.read,
 }
 
 
