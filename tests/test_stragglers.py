@@ -3,6 +3,7 @@ CUDA builds reused whatever their extension's name, heavy float64 references kep
 
 from __future__ import annotations
 
+import json
 import time
 
 import pandas as pd
@@ -131,3 +132,75 @@ def test_a_budget_spent_on_the_fixed_check_skips_every_fuzz_case_and_the_tables_
     assert ill["stopped_reason"].startswith("submission budget of 0.001 s")
     text = statement(cases, subs, illusion_table(cases, subs), {"master_seed": 0})
     assert "| torch_correct | 0 of 3 | submission budget of 0.001 s spent after 1 of 4 cases |" in text
+
+
+# -- CUDA extensions: one library per content, whatever its name ----------------------------------
+
+
+def test_two_load_inline_names_with_the_same_sources_resolve_to_one_library(tmp_path, monkeypatch):
+    """A submission that names its extension after id(self) builds once: every later instance, and
+    a fresh worker, imports that library; other sources or flags still build."""
+    from torch.utils import cpp_extension
+
+    from rescore import cuda_build
+
+    built, imported = [], []
+
+    def fake_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cuda_cflags=None,
+                         build_directory=None, verbose=False, is_python_module=True):
+        """Builds as torch does: a library named after the call, in TORCH_EXTENSIONS_DIR/<name>."""
+        import os
+        from pathlib import Path
+
+        folder = Path(os.environ["TORCH_EXTENSIONS_DIR"]) / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.so").write_bytes(b"")
+        built.append(name)
+        return f"built {name}"
+
+    monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
+    monkeypatch.setattr(cpp_extension, "_import_module_from_library",
+                        lambda module, path, is_python: imported.append((module, path)) or f"imported {module}")
+    monkeypatch.setattr(cpp_extension, "JIT_EXTENSION_VERSIONER", cpp_extension.ExtensionVersioner())
+    monkeypatch.setattr(cuda_build, "_BUILT", {})
+    monkeypatch.setattr(cuda_build, "_ACTIVE", None)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "before"))
+    folder = cuda_build.activate("a submission that names its extension after id(self)", tmp_path)
+    kernel = {"cpp_sources": "torch::Tensor f(torch::Tensor x);", "cuda_sources": "__global__ void k() {}",
+              "functions": ["f"]}
+
+    assert cpp_extension.load_inline(name="conv_140234", **kernel) == "built conv_140234"
+    assert cpp_extension.load_inline(name="conv_140777", **kernel) == "imported conv_140234"
+    assert imported == [("conv_140234", str(folder / "conv_140234"))]
+    monkeypatch.setattr(cuda_build, "_BUILT", {})  # a fresh worker: the record in the folder remains
+    assert cpp_extension.load_inline(name="conv_149999", verbose=True, **kernel) == "imported conv_140234"
+    assert cpp_extension.load_inline(name="conv_150000", extra_cuda_cflags=["-O3"], **kernel) == "built conv_150000"
+    assert built == ["conv_140234", "conv_150000"]
+    fingerprint = cuda_build.call_fingerprint(fake_load_inline, (), dict(name="any other", **kernel))
+    record = json.loads((folder / cuda_build.CALLS / f"{fingerprint}.json").read_text())
+    assert record["name"] == record["module"] == "conv_140234"
+
+
+def test_a_prebuilt_library_is_matched_by_content_not_name(tmp_path, monkeypatch):
+    from torch.utils import cpp_extension
+
+    from rescore import cuda_build
+
+    def fake_load_inline(name, cpp_sources, functions=None, verbose=False, build_directory=None):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
+    monkeypatch.setattr(cpp_extension, "_import_module_from_library", lambda module, path, is_python: module)
+    monkeypatch.setattr(cuda_build, "_BUILT", {})
+    monkeypatch.setattr(cuda_build, "_ACTIVE", None)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "before"))
+    source = "ext = load_inline(name=f'ext_{os.getpid()}', ...)"
+    library = cuda_build.extensions_dir(source, tmp_path) / "ext_4242"
+    library.mkdir(parents=True)
+    (library / "ext_4242.so").write_bytes(b"")
+    fingerprint = cuda_build.call_fingerprint(fake_load_inline, ("ext_4242", "int f();"), {})
+    record = {"ok": True, "key": cuda_build.build_key(), "extensions": ["ext_4242"],
+              "calls": [["ext_4242", fingerprint, "ext_4242"]]}
+    (library.parent / cuda_build.MARKER).write_text(json.dumps(record))
+    cuda_build.activate(source, tmp_path)
+    assert cpp_extension.load_inline("ext_5151", "int f();") == "ext_4242"
