@@ -7,12 +7,13 @@ import json
 import time
 
 import pandas as pd
+import torch
 from conftest import REPO, toy_submission
 
 from rescore.check import detect_language, summarize
 from rescore.pacing import SUBMISSION_BUDGET_S, Pace, settled_reason, stopped_early, submission_budget
 from rescore.problem import Submission
-from rescore.runner import RunConfig, run_submission
+from rescore.runner import RunConfig, job_of, run_submission
 from rescore.study import illusion_table
 from rescore.uncertainty import statement
 
@@ -204,3 +205,41 @@ def test_a_prebuilt_library_is_matched_by_content_not_name(tmp_path, monkeypatch
     (library.parent / cuda_build.MARKER).write_text(json.dumps(record))
     cuda_build.activate(source, tmp_path)
     assert cpp_extension.load_inline("ext_5151", "int f();") == "ext_4242"
+
+
+# -- where a GPU case computes its float64 truth ---------------------------------------------------
+
+
+def test_a_host_truth_measured_slow_moves_its_case_and_the_problems_heavier_cases_to_the_device():
+    """A KernelBench level 2 convolution reads few elements and does much work: the size estimate
+    sends it to the host, the timed host run (a convolution's, say 50 ms) moves it to the device."""
+    import rescore.execute as ex
+
+    executor = ex.Executor("cpu", 1 << 20)
+    sub = toy_submission("problem_scale.py", "torch_correct.py")
+    executor.load(job_of(sub))
+    executor.device = "cuda"  # the rule reads the device name only
+    x = torch.ones(1, 3, 64, 64, dtype=torch.float64)  # 12,288 elements: far below the host's limits
+    assert executor._truth_device([x], reduction_len=1) == "cpu"
+    executor.truth_device, executor.truth_seconds = "cpu", 5 * ex.HOST_TRUTH_SECONDS
+    executor._measured_truth([x], reduction_len=1)
+    assert executor.truth_device == "cuda" and executor.host_truth_work == x.numel() // 5
+    assert executor._truth_device([x], 1) == "cuda" and executor._truth_device([x[:, :1, :32]], 1) == "cpu"
+    executor.load(job_of(sub))  # the next submission of the problem starts from what was measured
+    assert executor.host_truth_work == x.numel() // 5
+    executor.learned_truth_work.clear()
+    executor.load(job_of(sub))
+    executor.device = "cuda"
+    executor.truth_device, executor.truth_seconds = "cpu", ex.HOST_TRUTH_SECONDS / 2  # fast: nothing moves
+    executor._measured_truth([x], reduction_len=1)
+    assert executor.truth_device == "cpu" and executor.host_truth_work == ex.HOST_TRUTH_WORK
+
+
+def test_the_truth_run_on_the_host_is_timed_without_building_the_module():
+    import rescore.execute as ex
+
+    executor = ex.Executor("cpu", 1 << 20)
+    executor.load(job_of(toy_submission("problem_scale.py", "torch_correct.py")))
+    executor.truth_seconds = -1.0
+    truths, _ = executor._reference([torch.ones(8, 1024, dtype=torch.float64)], [], torch.float32, 1)
+    assert truths[0].dtype == torch.float64 and 0.0 <= executor.truth_seconds
