@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from rescore.outcomes import Outcome
 
 SUBMISSION_BUDGET_S = {"cpu": 900.0, "cuda": 300.0}
-"""Default budgets: about 4 times the slowest correct submission of the built-in corpus at the default
-config (227 s under the CPU interpreter; 17 s on the H200, where a CUDA C kernel that builds its
-extension inside the first case adds a cold nvcc build of about 75 s)."""
+"""Default budgets, far above what a submission that answers needs at the default config: the slowest
+of the built-in corpus took 227 s under the CPU interpreter and 17 s on the H200, where a CUDA C
+kernel that builds its extension inside a case adds a cold nvcc build of about 75 s."""
 SETTLE_AFTER = 2
 SETTLE_TIMEOUT_S = 10.0
 STOPPED_PREFIXES = ("submission budget of ", "settled: ")
