@@ -17,8 +17,9 @@ def outcomes(rows, oracle="fuzz"):
 
 def test_segfault_is_crash_and_the_worker_comes_back(worker):
     rows = run_submission(toy_submission("problem_scale.py", "segfault.py"), CFG, worker)
-    assert outcomes(rows) == {"crash": 2}
+    assert outcomes(rows, "fixed") == {"crash": 1} and outcomes(rows) == {"crash": 1, "skipped": 1}
     assert "signal 11" in rows[1]["reason"]
+    assert rows[2]["reason"].startswith("settled: 2 cases in a row crashed the worker the same way (signal 11)")
     after = run_submission(toy_submission("problem_scale.py", "torch_correct.py"), CFG, worker)
     assert outcomes(after) == {"pass": 2}
 

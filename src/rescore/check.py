@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from rescore.pacing import stopped_early
 from rescore.problem import Problem, Submission
 from rescore.runner import RunConfig, fuzz_verdict, run_submission
 from rescore.sandbox import Worker
@@ -94,6 +95,7 @@ def summarize(rows: list[dict]) -> dict:
         if r["outcome"] not in ("pass", "skipped", "declined")
     ]
     skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == "skipped")
+    stopped = next((r["reason"] for r in fuzz if r["outcome"] == "skipped" and stopped_early(r.get("reason"))), None)
     ran = {"pass": "pass", "skipped": "skipped"}
     fixed_doc = {"verdict": ran.get(fixed["outcome"], "fail") if fixed else "fail"}
     if fixed:
@@ -110,6 +112,8 @@ def summarize(rows: list[dict]) -> dict:
             "verdict": "skipped" if fuzz and set(outcomes) == {"skipped"} else fuzz_verdict(list(outcomes.elements())),
             "cases": sum(r.get("purpose") != "regression" for r in fuzz),
             "replayed": sum(r.get("purpose") == "regression" for r in fuzz),  # stored failures, run first
+            "run": sum(r["outcome"] != "skipped" for r in fuzz),  # judged: neither skipped nor stopped early
+            "stopped": stopped,  # why the remaining cases were not run (budget, settled), if they were not
             "outcomes": dict(sorted(outcomes.items())),
             "skipped_reasons": dict(skipped),
             "failures": failures,
@@ -124,9 +128,14 @@ def human_summary(doc: dict, sub: Submission, device: str) -> str:
     lines.append(f"  fixed-shape check ({fx.get('profile')}, 5 trials): {fx['verdict'].upper()}{extra}")
     counts = ", ".join(f"{k} {v}" for k, v in fz["outcomes"].items())
     replayed = f" + {fz['replayed']} stored failures replayed first" if fz.get("replayed") else ""
-    lines.append(f"  fuzz oracle ({fz['cases']} cases{replayed}): {fz['verdict'].upper()}  [{counts}]")
+    run = f", {fz['run']} run" if fz["run"] != fz["cases"] + fz.get("replayed", 0) else ""
+    lines.append(f"  fuzz oracle ({fz['cases']} cases{replayed}{run}): {fz['verdict'].upper()}  [{counts}]")
+    if fz.get("stopped"):
+        not_run = fz["skipped_reasons"].get(fz["stopped"], 0)
+        lines.append(f"    {not_run} not run: {fz['stopped']}")
     for reason, n in fz.get("skipped_reasons", {}).items():
-        lines.append(f"    skipped {n}: {reason}")
+        if reason != fz.get("stopped"):
+            lines.append(f"    skipped {n}: {reason}")
     if fz["failures"]:
         first = fz["failures"][0]
         lines.append(

@@ -8,9 +8,14 @@ import sys
 from pathlib import Path
 
 EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
+# `rescore check`'s per-case timeout: a developer's loop wants a hang's verdict within a minute (a
+# hang costs one full timeout, then one shortened one: pacing.py). On a GPU a case may build a
+# CUDA extension inside it (about 75 s cold), so there it is the pipeline's 120 s.
+CHECK_TIMEOUT_S = {"cpu": 30.0, "cuda": 120.0}
 
 
 def _config(args: argparse.Namespace):
+    from rescore.pacing import SUBMISSION_BUDGET_S
     from rescore.runner import RunConfig, resolve_device
 
     device = resolve_device(args.device)
@@ -24,9 +29,13 @@ def _config(args: argparse.Namespace):
         strategies={s: per for s in strategies},
         dtypes=dtypes,
         fixed_profile=args.profile,
-        timeout_s=args.timeout,
+        timeout_s=args.timeout or CHECK_TIMEOUT_S[device],
         budget=budget,
         regressions=True,  # a developer's loop: what failed last time is run first
+        submission_budget_s=(SUBMISSION_BUDGET_S[device] if args.submission_budget is None
+                             else args.submission_budget) or None,
+        settle_after=args.settle_after,
+        settle_timeout_s=args.settle_timeout,
     )
 
 
@@ -77,10 +86,12 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rescore.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, SUBMISSION_BUDGET_S
+
     parser = argparse.ArgumentParser(prog="rescore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def run_options(p: argparse.ArgumentParser) -> None:
+    def run_options(p: argparse.ArgumentParser, timeout_help: str = "", timeout: float = 120.0) -> None:
         p.add_argument(
             "--device",
             choices=["auto", "cpu", "cuda"],
@@ -88,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
             help="auto: CUDA when present, else the CPU through the Triton interpreter",
         )
         p.add_argument("--dtypes", default="float32,float16,bfloat16")
-        p.add_argument("--timeout", type=float, default=120.0, help="seconds per case before it is a timeout")
+        p.add_argument("--timeout", type=float, default=timeout,
+                       help="seconds per case before it is a timeout" + timeout_help)
         p.add_argument("--budget", type=int, default=0, help="max elements of the largest input (0: per device)")
         p.add_argument(
             "--profile",
@@ -104,7 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--cases", type=int, default=100, help="fuzz cases per dtype, split over the strategies")
     check.add_argument("--seed", type=int, default=0, help="master seed")
     check.add_argument("--strategies", default="default,boundary")
-    run_options(check)
+    check.add_argument("--submission-budget", type=float, default=None, metavar="SECONDS",
+                       help="wall seconds for the cases after the load; the rest are skipped (default per device: "
+                            + ", ".join(f"{d} {t:g}" for d, t in SUBMISSION_BUDGET_S.items()) + "; 0: none)")
+    check.add_argument("--settle-after", type=int, default=SETTLE_AFTER, metavar="N",
+                       help="skip the remaining cases after N cases in a row that hang or kill the worker the "
+                            "same way (0: never)")
+    check.add_argument("--settle-timeout", type=float, default=SETTLE_TIMEOUT_S, metavar="SECONDS",
+                       help="the per-case timeout after a case timed out (a case past it is not judged)")
+    run_options(check, " (0: per device, " + ", ".join(f"{d} {t:g}" for d, t in CHECK_TIMEOUT_S.items()) + ")", 0.0)
     check.set_defaults(func=cmd_check)
 
     replay = sub.add_parser(

@@ -7,7 +7,11 @@ TORCH_EXTENSIONS_DIR set to a folder named by the hash of the source. Different 
 the same extension name never share a build folder, and a source built once is never built again:
 a second run finds the folder's `build.json` and compiles nothing. The check worker reuses the
 builds by calling `activate(source)` before importing a CUDA submission: a `load_inline` call whose
-arguments are those the prebuild compiled imports the prebuilt library directly. Going through
+sources, functions and flags are those of a library the prebuild compiled imports that library
+directly, whatever the extension's `name` (a submission that names it after `id(self)` asks for a new
+name on every instance). A library a worker builds itself (a `load_inline` inside `__init__`, which
+importing alone never reaches) is recorded in the folder the same way (`calls/`), so every later
+instance, and every later worker, imports it instead of building it again. Going through
 torch's own build instead runs ninja, which rebuilds whenever a file looks newer than the library (a
 cache copied to another machine, say): on the H200 every CUDA submission spent about 75 s in its
 worker before its first case, the time of a cold build, with the prebuild's cache in place.
@@ -91,12 +95,16 @@ def activate(source: str, root: str | os.PathLike | None = None) -> Path:
 
 
 _ACTIVE: Path | None = None  # the folder `activate` pointed at last
-_NOT_PART_OF_THE_BUILD = {"verbose", "build_directory", "keep_intermediates"}
+# Arguments that change no byte of the library's code: `name` only names the module (the library is
+# imported under the name it was built with), the others where and how loudly it is built.
+_NOT_PART_OF_THE_BUILD = {"name", "verbose", "build_directory", "keep_intermediates"}
+CALLS = "calls"  # in a source's folder: one JSON per library a check worker built, named by its fingerprint
+_BUILT: dict[tuple[str, str], tuple[str, str]] = {}  # (folder, fingerprint) -> (build dir, module name)
 
 
 def call_fingerprint(fn, args: tuple, kwargs: dict) -> str | None:
-    """A hash of one `load_inline` call's arguments (sources, functions, flags): equal calls build
-    equal libraries. None when the arguments do not fit the function."""
+    """A hash of one `load_inline` call's content (sources, functions, flags; not its `name`): equal
+    fingerprints build equal libraries. None when the arguments do not fit the function."""
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
@@ -107,8 +115,9 @@ def call_fingerprint(fn, args: tuple, kwargs: dict) -> str | None:
 
 
 def _load_inline_prebuilt(original):
-    """`load_inline`, importing the library the prebuild made for this very call when there is one
-    (same folder, same build key, same arguments, library present); anything else builds as usual."""
+    """`load_inline`, importing the library already built for a call of the same content when there
+    is one (the prebuild's, or one a worker built for this source: same folder, same build key, same
+    fingerprint, library present); anything else builds as usual, and is remembered."""
 
     def load_inline(*args, **kwargs):
         library = _prebuilt_library(original, args, kwargs)
@@ -117,33 +126,86 @@ def _load_inline_prebuilt(original):
 
             path, module_name, is_python_module = library
             return cpp_extension._import_module_from_library(module_name, str(path), is_python_module)
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        _remember(original, args, kwargs)
+        return result
 
     load_inline._rescore_prebuilt = True
     load_inline.__wrapped__ = original
     return load_inline
 
 
+def _built_calls(folder: Path) -> list[tuple[str, str, str]]:
+    """(build dir name, fingerprint, module name) of every library recorded for this source's folder
+    under the current build key: the prebuild's (`build.json`), then the workers' (`calls/`)."""
+    key = build_key()
+    found: list[tuple[str, str, str]] = []
+    try:
+        record = json.loads((folder / MARKER).read_text())
+        if record.get("ok") and record.get("key") == key:
+            found += [tuple(c) for c in record.get("calls") or [] if len(c) == 3]
+    except (OSError, ValueError):
+        pass
+    for path in sorted((folder / CALLS).glob("*.json")):
+        try:
+            call = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if call.get("key") == key:
+            found.append((call.get("name"), path.stem, call.get("module")))
+    return found
+
+
 def _prebuilt_library(original, args: tuple, kwargs: dict) -> tuple[Path, str, bool] | None:
-    """(folder, module name, is_python_module) of the prebuilt library for this call, or None."""
+    """(folder, module name, is_python_module) of an already built library for this call, or None."""
     from torch.utils import cpp_extension
 
     if _ACTIVE is None or not hasattr(cpp_extension, "_import_module_from_library"):
         return None
     try:
         bound = inspect.signature(original).bind(*args, **kwargs)
-        record = json.loads((_ACTIVE / MARKER).read_text())
-    except (TypeError, OSError, ValueError):
+    except TypeError:
         return None
-    if bound.arguments.get("build_directory") or not record.get("ok") or record.get("key") != build_key():
+    if bound.arguments.get("build_directory"):
         return None
     fingerprint = call_fingerprint(original, args, kwargs)
-    name = str(bound.arguments.get("name"))
-    for built_name, built_fingerprint, module_name in record.get("calls") or []:
-        folder = _ACTIVE / built_name
-        if (built_name, built_fingerprint) == (name, fingerprint) and (folder / f"{module_name}.so").is_file():
-            return folder, module_name, bool(bound.arguments.get("is_python_module", True))
+    is_python_module = bool(bound.arguments.get("is_python_module", True))
+    known = _BUILT.get((str(_ACTIVE), fingerprint))
+    candidates = [known] if known else []
+    candidates += [(str(_ACTIVE / d), m) for d, f, m in _built_calls(_ACTIVE) if f == fingerprint and d and m]
+    for folder, module_name in candidates:
+        if (Path(folder) / f"{module_name}.so").is_file():
+            return Path(folder), module_name, is_python_module
     return None
+
+
+def _remember(original, args: tuple, kwargs: dict) -> None:
+    """Record the library `load_inline` just built in the active folder, by its fingerprint: in this
+    process, and as `calls/<fingerprint>.json` for the workers after it (written whole, then renamed)."""
+    from torch.utils import cpp_extension
+
+    fingerprint = call_fingerprint(original, args, kwargs)
+    try:
+        bound = inspect.signature(original).bind(*args, **kwargs)
+    except TypeError:
+        return
+    if _ACTIVE is None or fingerprint is None or bound.arguments.get("build_directory"):
+        return
+    name = str(bound.arguments.get("name"))
+    versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
+    version = versioner.get_version(name) if versioner is not None else None
+    module_name = name if not version else f"{name}_v{version}"
+    if not (_ACTIVE / name / f"{module_name}.so").is_file():
+        return  # built somewhere else (TORCH_EXTENSIONS_DIR changed by the candidate): not ours to record
+    _BUILT[(str(_ACTIVE), fingerprint)] = (str(_ACTIVE / name), module_name)
+    try:
+        folder = _ACTIVE / CALLS
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{fingerprint}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"name": name, "module": module_name, "key": build_key()}))
+        os.replace(tmp, folder / f"{fingerprint}.json")
+    except OSError:  # a read-only cache: this process still reuses it
+        pass
 
 
 def recorded_failure(source: str, root: str | os.PathLike | None = None) -> str | None:
@@ -171,6 +233,7 @@ def build_key() -> dict:
         "python": platform.python_version(),
         "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"),
         "cxx": os.environ.get("CXX"),
+        "fingerprint": "content",  # calls are matched by content, not name: older records are rebuilt
     }
 
 

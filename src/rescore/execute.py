@@ -46,10 +46,15 @@ SIZE_RETRIES = 6
 # its process's turn (a context switch), so host copies made once cost less than the ops.
 HOST_JUDGE_ELEMENTS = 1 << 17
 # For the same reason a GPU case computes its float64 truth on the host when its inputs are that
-# small and its work (largest input x reduction length) is at most this: float64 on one core then
-# takes milliseconds, against a dozen turns on the GPU (the uploads, the runs, the copies back).
-# The truth is float64 either way; the two devices differ in its last bits, far below any bound.
+# small and its estimated work (largest input x reduction length) is at most this: float64 on one
+# core then takes milliseconds, against a dozen turns on the GPU (the uploads, the runs, the copies
+# back). The truth is float64 either way; the two devices differ in its last bits, far below any bound.
 HOST_TRUTH_WORK = 1 << 22
+# The estimate does not see work that outgrows the inputs: a KernelBench level 2 convolution reads
+# 12,288 elements and does 3 million multiply-adds (34 ms in float64 on one core). So the truth's
+# host run is timed: one slower than this moves the rest of its case to the device, and lowers in
+# proportion the estimate the problem's later cases may bring to the host (`_measured_truth`).
+HOST_TRUTH_SECONDS = 0.01
 DECOY_EVERY = 8  # under the interpreter, the decoy call runs on one fuzz case in this many
 # (8: then every strategy's first 8 cases in a row hold exactly one decoy, and a cache-keeping
 # kernel has the same chance under every strategy; at 32 the strategy study lost 3 to 7 of the
@@ -207,6 +212,9 @@ class Executor:
         self.schema: OpSchema | None = None
         self.model64: torch.nn.Module | None = None  # the case's float64 reference (`_reference`)
         self.truth_device = device  # where the case's float64 truth is computed (`_truth_device`)
+        self.host_truth_work = HOST_TRUTH_WORK  # lowered by a slow host truth of the loaded problem
+        self.learned_truth_work: dict[str, int] = {}  # problem_id -> its lowered host_truth_work
+        self.truth_seconds = 0.0  # how long the last float64 reference run took (`_reference`)
         self.job: dict = {}
         self.harness: Harness | None = None
         self.audit: confine.Audit | None = None
@@ -325,6 +333,7 @@ class Executor:
         self._forget_previous()
         self.job = job
         self.cases_run = 0
+        self.host_truth_work = self.learned_truth_work.get(job["problem"].get("problem_id"), HOST_TRUTH_WORK)
         self.load_error = None
         self.load_findings, self.load_details = set(), []
         self._begin()
@@ -720,7 +729,10 @@ class Executor:
             self.model64 = copy.deepcopy(ref_model).to(device).to(torch.float64)
             with torch.no_grad():
                 with self.ref_ops:
-                    truth = self.model64(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64])
+                    args = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64]
+                    start = time.perf_counter()
+                    truth = self.model64(*args)
+                    self.truth_seconds = time.perf_counter() - start  # a host run's time (a GPU run is queued)
                 if lowp_inputs is not None:
                     ref_lowp = _reference_at(ref_model, lowp_inputs, self.device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again
@@ -815,12 +827,24 @@ class Executor:
         return self._lowp(self.make_inputs(decoy)[0], tdtype)
 
     def _truth_device(self, inputs64: list, reduction_len: int) -> str:
-        """Where the case's float64 truth is computed: the host for a small GPU case (see
-        HOST_TRUTH_WORK), else the device."""
+        """Where the case's float64 truth is computed: the host for a small GPU case whose
+        estimated work the host has not been measured too slow for (HOST_TRUTH_WORK), else the device."""
         sizes = [x.numel() for x in inputs64 if isinstance(x, torch.Tensor)]
         if self.device != "cuda" or not sizes or max(sizes) > HOST_JUDGE_ELEMENTS:
             return self.device
-        return "cpu" if max(sizes) * max(reduction_len, 1) <= HOST_TRUTH_WORK else self.device
+        return "cpu" if _truth_work(sizes, reduction_len) <= self.host_truth_work else self.device
+
+    def _measured_truth(self, inputs64: list, reduction_len: int) -> None:
+        """After a case's first float64 run: one on the host that took longer than
+        HOST_TRUTH_SECONDS moves the rest of the case (its truth) to the device, and from then on
+        the problem's cases come to the host only with the work that fits in that time at the rate
+        just measured (kept for the other submissions of the problem this worker loads)."""
+        if self.truth_device != "cpu" or self.device == "cpu" or self.truth_seconds <= HOST_TRUTH_SECONDS:
+            return
+        work = _truth_work([x.numel() for x in inputs64 if isinstance(x, torch.Tensor)], reduction_len)
+        self.host_truth_work = min(self.host_truth_work, int(work * HOST_TRUTH_SECONDS / self.truth_seconds))
+        self.learned_truth_work[self.job["problem"].get("problem_id")] = self.host_truth_work
+        self.truth_device = self.device
 
     def _run_spec(self, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
         """The candidate runs before the reference's answer exists anywhere in the process: the
@@ -839,6 +863,7 @@ class Executor:
         self.truth_device = self._truth_device(inputs64, row["reduction_len"])
         wseed = sub_seed(spec.seed, "weights")
         checked, _ = self._reference(inputs64, init, tdtype, wseed)  # raises when it rejects these sizes
+        self._measured_truth(inputs64, row["reduction_len"])
         ref_ops = set(self.ref_ops.ops)
         self._scrub(checked, inputs64)
         del checked
@@ -1016,6 +1041,11 @@ class Executor:
             "ref_max_abs": max_abs_finite(t),
             "ratios": policy_ratios(o, t, spec.dtype, slack, reduction_len, cmp.n_nonfinite > 0, (atol, rtol)),
         }
+
+
+def _truth_work(sizes: list[int], reduction_len: int) -> int:
+    """A case's estimated float64 work: its largest input's elements x its reduction length."""
+    return max(sizes) * max(reduction_len, 1)
 
 
 def _structural_truth(out: torch.Tensor, truth: torch.Tensor, structural: torch.Tensor | None) -> torch.Tensor:

@@ -40,10 +40,12 @@ def setup_logging(path: str | None) -> None:
 
 def run_config(config: dict) -> RunConfig:
     """The run's settings from the validated Snakemake config."""
+    from rescore.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, submission_budget
     from rescore.runner import RunConfig, resolve_device
 
     device = resolve_device(config.get("device", "auto"))
     fuzz = config["fuzz"]
+    settle = config.get("settle") or {}
     strategies = dict(fuzz["strategies"])
     for name in config.get("study", {}).get("strategies", []):
         strategies.setdefault(name, int(config["study"]["seeds"]))
@@ -57,6 +59,9 @@ def run_config(config: dict) -> RunConfig:
         calibration=dict(config.get("calibration", {}).get("strategies", {})),
         timeout_s=float(config.get("timeout_s", 120)),
         budget=int(config["budget"][device]),
+        submission_budget_s=submission_budget(config, device),
+        settle_after=int(settle.get("after", SETTLE_AFTER)),
+        settle_timeout_s=float(settle.get("timeout_s", SETTLE_TIMEOUT_S)),
     )  # no stored-failure replay: the tables depend on the config and the dumps alone
 
 
@@ -76,6 +81,9 @@ def run_shard(
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
     beside the other shards rather than in a stage after all of them (24 s of a 198 s H200 run)."""
+    import time
+
+    from rescore.pacing import settled_reason
     from rescore.runner import Progress, plan_cases, run_submission
     from rescore.sandbox import Worker
     from rescore.shrink import first_fuzz_failure, shrunk_record
@@ -93,12 +101,16 @@ def run_shard(
     shrunk: list[dict] = []
     try:
         for sub in mine:
+            start = time.monotonic()
             sub_rows = run_submission(sub, cfg, worker, progress=progress)
             rows += sub_rows
             bad = sum(r["outcome"] in FLAGGING for r in sub_rows)
             failure = first_fuzz_failure(sub_rows)
             if failure is not None:
-                shrunk.append(shrunk_record(worker, sub, failure, cfg.device, cfg.timeout_s))
+                # shrinking spends what is left of the submission's budget, and nothing on a settled one
+                deadline = start + cfg.submission_budget_s if cfg.submission_budget_s else None
+                shrunk.append(shrunk_record(worker, sub, failure, cfg.device, cfg.timeout_s, deadline,
+                                            settled_reason(sub_rows)))
             note = f", its first fuzz failure shrunk in {shrunk[-1]['steps']} cases" if failure is not None else ""
             log.info("%s: %d cases, %d flagged%s", sub.name, len(sub_rows), bad, note)
     finally:

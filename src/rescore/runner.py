@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from rescore import regressions
 from rescore.inputs.seeds import case_seed
 from rescore.inputs.strategies import get_strategy
+from rescore.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, Pace
 from rescore.problem import Submission, claims_dtype, cuda_only
-from rescore.sandbox import Worker, run_with_retry
+from rescore.sandbox import Worker, request_with_retry, run_with_retry
 
 
 @dataclass
@@ -32,6 +33,9 @@ class RunConfig:
     regressions: bool = False  # replay a submission's stored failures first (regressions.py): `rescore check`
     load_timeout_s: float = 600.0
     budget: int = 1 << 15  # elements of the largest input tensor
+    submission_budget_s: float | None = None  # wall seconds for one submission's cases (pacing.py); None: no limit
+    settle_after: int = SETTLE_AFTER  # this many same worker deaths in a row settle a submission; 0: never
+    settle_timeout_s: float = SETTLE_TIMEOUT_S  # the per-case timeout after a case timed out
 
 
 def resolve_device(device: str) -> str:
@@ -201,8 +205,21 @@ def run_submission(
         if progress:
             progress.step(sub.name, len(cases))
         return rows + unclaimed
+    remembered = []
+    if cfg.regressions:
+        remembered = [
+            dict(c, purpose="regression")
+            for c in regressions.load(sub.submission_id)
+            if claims_dtype(sub.dtypes, sub.declines, c["dtype"])
+        ]
+    # The clock starts after the load (it has its own timeout): the fixed check always runs, so a
+    # submission stopped by its budget or settled still has a verdict.
+    pace = Pace(cfg.timeout_s, int(fixed) + len(remembered) + len(cases), cfg.submission_budget_s,
+                cfg.settle_after, cfg.settle_timeout_s)
     if fixed:
-        row = run_with_retry(worker, ("fixed", cfg.fixed_profile, cfg.fixed_dtype), cfg.timeout_s)
+        timeout = pace.timeout()
+        row, death = request_with_retry(worker, ("fixed", cfg.fixed_profile, cfg.fixed_dtype), timeout)
+        row = pace.record(row, death, timeout)
         case = {"oracle": "fixed", "dtype": cfg.fixed_dtype, "tolerance_policy": cfg.fixed_profile}
         rows.append(
             dict(
@@ -218,13 +235,6 @@ def run_submission(
                 replay=replay_command(sub, case, cfg.device),
             )
         )
-    remembered = []
-    if cfg.regressions:
-        remembered = [
-            dict(c, purpose="regression")
-            for c in regressions.load(sub.submission_id)
-            if claims_dtype(sub.dtypes, sub.declines, c["dtype"])
-        ]
     for case in remembered + cases:
         msg = (
             "case",
@@ -235,7 +245,13 @@ def run_submission(
                 "override": case.get("trigger"),
             },
         )
-        row = run_with_retry(worker, msg, cfg.timeout_s)
+        stop = pace.stop_reason()
+        if stop is not None:
+            row = {"outcome": "skipped", "reason": stop}
+        else:
+            timeout = pace.timeout()
+            row, death = request_with_retry(worker, msg, timeout)
+            row = pace.record(row, death, timeout)
         row = dict(
             row,
             **base,
@@ -257,11 +273,14 @@ def run_submission(
 
 
 def fuzz_verdict(outcomes: list[str]) -> str:
-    """pass | flagged | declined, from the outcomes of a submission's fuzz cases."""
+    """pass | flagged | declined | skipped (no case ran), from the outcomes of a submission's fuzz
+    cases, as the illusion table gives it."""
     from rescore.outcomes import FLAGGING
 
     if any(o in FLAGGING for o in outcomes):
         return "flagged"
     if any(o == "declined" for o in outcomes):
         return "declined"
+    if all(o == "skipped" for o in outcomes):
+        return "skipped"
     return "pass"

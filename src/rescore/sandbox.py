@@ -58,11 +58,13 @@ CANDIDATE_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFP
 
 
 class WorkerDied(Exception):
-    def __init__(self, outcome: str, reason: str, findings: set[str] | None = None, signum: int | None = None):
+    def __init__(self, outcome: str, reason: str, findings: set[str] | None = None, signum: int | None = None,
+                 kind: str | None = None):
         super().__init__(reason)
         self.outcome, self.reason = outcome, reason
         self.findings = set(findings or ())
         self.signum = signum  # the signal that ended the worker, if one did
+        self.kind = kind or outcome  # how it ended, in words that compare equal for the same death
 
 
 @functools.cache
@@ -259,7 +261,7 @@ class Worker:
                 claims = self._claims()
                 self._kill()
                 self._close()
-                raise WorkerDied("timeout", f"no answer within {timeout:.0f} s; the worker was killed", claims)
+                raise WorkerDied("timeout", f"no answer within {timeout:g} s; the worker was killed", claims)
             packet = self.recv_conn.recv()
         except (EOFError, OSError, BrokenPipeError) as exc:
             code = self.proc.wait() if self.proc else None
@@ -270,13 +272,15 @@ class Worker:
             what = f"signal {signum}" if signum else f"exit code {code}"
             if code is not None and code >= 0:
                 found.add("exits")
-            raise WorkerDied("crash", f"the worker died ({what}){': ' + tail if tail else ''}", found, signum) from exc
+            raise WorkerDied("crash", f"the worker died ({what}){': ' + tail if tail else ''}", found, signum,
+                             kind=what) from exc
         found = self._claims()
         if not (isinstance(packet, tuple) and len(packet) == 3 and packet[0] == token and isinstance(packet[2], dict)):
             self._kill()
             self._close()
             found.add("forged_result")
-            raise WorkerDied("crash", "the result channel carried a message the harness did not send", found)
+            raise WorkerDied("crash", "the result channel carried a message the harness did not send", found,
+                             kind="a forged result")
         _, status, result = packet
         if status == "ok" and self.recv_conn.poll(0) and not self._exited():
             found.add("forged_result")  # more than one answer to one request: something else wrote too
@@ -310,6 +314,13 @@ def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1)
     Running out of memory is a fault of the run (several workers share a machine), not a verdict:
     the case is retried alone and recorded `skipped` if it still cannot fit.
     """
+    return request_with_retry(worker, msg, timeout, retries)[0]
+
+
+def request_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
+    """`run_with_retry`'s row, and how the worker ended when the row is its death (`timeout`,
+    `signal 11`, `exit code 0`, `a forged result`), else None: a runner
+    settles a submission whose cases end the same way in a row (`pacing.py`)."""
     last: WorkerDied | None = None
     for attempt in range(retries + 1):
         try:
@@ -325,11 +336,11 @@ def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1)
                 continue
             return dict(
                 result, outcome="skipped", reason="out of memory on a shared machine: " + result.get("reason", "")
-            )
-        return result
+            ), None
+        return result, None
     assert last is not None
     retried = " (after a retry)" if attempt else ""
     out = {"outcome": last.outcome, "reason": last.reason + retried}
     if last.findings:
         out["findings"] = merge(last.findings)
-    return out
+    return out, last.kind

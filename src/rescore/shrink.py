@@ -8,6 +8,7 @@ case's seed, dtype and layout. The result is never larger than the original and 
 from __future__ import annotations
 
 import json
+import time
 
 from rescore.outcomes import FLAGGING
 from rescore.problem import Submission
@@ -25,8 +26,13 @@ def _still_fails(worker: Worker, seed: int, trigger: dict, timeout: float) -> di
     return row if row.get("outcome") in FLAGGING else None
 
 
-def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: float = 120.0) -> dict:
-    """The smallest still-failing trigger found from one failing case (as a dict, with its row)."""
+def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: float = 120.0,
+                   deadline: float | None = None, settled: str | None = None) -> dict:
+    """The smallest still-failing trigger found from one failing case (as a dict, with its row).
+
+    Not tried for a timeout, nor for a submission that was settled (`settled`: its reason; every
+    case ended the same way, so each step would cost a worker start to find the same death), nor
+    past `deadline` (time.monotonic(): the end of the submission's budget); steps stop there too."""
     seed = int(failure["seed"])
     current = {"sizes": json.loads(failure["sizes"]) if failure.get("sizes") else {},
                "values": failure.get("values") or "normal", "layout": failure.get("layout") or "contiguous",
@@ -34,6 +40,18 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
     if failure.get("outcome") == "timeout":  # each step of a hang would wait the whole per-case timeout
         return {"shrunk": False, "trigger": current, "row": {}, "steps": 0,
                 "note": "not shrunk: a timeout costs the full per-case timeout at every step"}
+    if settled:
+        return {"shrunk": False, "trigger": current, "row": {}, "steps": 0, "note": f"not shrunk: {settled}"}
+    if deadline is not None and time.monotonic() >= deadline:
+        return {"shrunk": False, "trigger": current, "row": {}, "steps": 0,
+                "note": "not shrunk: the submission's budget was spent on its cases"}
+    stopped = False  # by the deadline, with more left to try
+
+    def more() -> bool:
+        nonlocal stopped
+        stopped = stopped or (deadline is not None and time.monotonic() >= deadline)
+        return steps < MAX_STEPS and not stopped
+
     job = job_of(sub)
     # Loaded afresh even where the worker holds it (a check shard): a kernel that caches results
     # across calls would otherwise fail on state earlier cases left, which no replay reproduces.
@@ -45,7 +63,7 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
         return {"shrunk": False, "trigger": current, "row": {}, "steps": steps,
                 "note": "the failure does not reproduce as an explicit trigger"}
     for name in sorted(current["sizes"], key=lambda k: -current["sizes"][k]):
-        while steps < MAX_STEPS and current["sizes"][name] > 1:
+        while more() and current["sizes"][name] > 1:
             size = current["sizes"][name]
             for candidate in (1, size // 2, size - 1):
                 if candidate < 1 or candidate >= size:
@@ -59,14 +77,15 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
             else:
                 break
     for values in SIMPLER_VALUES:
-        if values == current["values"] or steps >= MAX_STEPS:
+        if values == current["values"] or not more():
             continue
         trial = dict(current, values=values)
         steps += 1
         row = _still_fails(worker, seed, trial, timeout)
         if row is not None:
             current, best = trial, row
-    return {"shrunk": True, "trigger": current, "row": best, "steps": steps, "note": ""}
+    return {"shrunk": True, "trigger": current, "row": best, "steps": steps,
+            "note": f"stopped after {steps} steps: the submission's budget was spent" if stopped else ""}
 
 
 def first_fuzz_failure(rows: list[dict]) -> dict | None:
@@ -77,10 +96,11 @@ def first_fuzz_failure(rows: list[dict]) -> dict | None:
     return min(bad, key=lambda r: tuple(r[k] for k in FIRST_FAILURE_ORDER), default=None)
 
 
-def shrunk_record(worker: Worker, sub: Submission, failure: dict, device: str, timeout: float) -> dict:
+def shrunk_record(worker: Worker, sub: Submission, failure: dict, device: str, timeout: float,
+                  deadline: float | None = None, settled: str | None = None) -> dict:
     """One row of `results/failures/shrunk.parquet`: the failure, the smallest still-failing trigger
-    found from it, and the command that replays that trigger."""
-    res = shrink_failure(worker, sub, failure, timeout)
+    found from it, and the command that replays that trigger (`shrink_failure` says when not)."""
+    res = shrink_failure(worker, sub, failure, timeout, deadline, settled)
     trig = res["trigger"]
     return {
         "failure_id": failure_id(failure),

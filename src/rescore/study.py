@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from rescore.outcomes import FLAGGING
+from rescore.pacing import stopped_early
 from rescore.problem import claims_dtype
 from rescore.schema import largest_numel
 from rescore.severity import benchmark_sizes, submission_tier
@@ -179,6 +180,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
             fuzz_verdict = "declined"
         else:
             fuzz_verdict = "pass"
+        stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
         first = _first_failure(fuzz)
         severity = None
         if fuzz_verdict == "flagged":
@@ -205,6 +207,9 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "total_cases": int(len(ran)),
                 "declined_cases": declined,
                 "skipped_cases": int((fuzz["outcome"] == "skipped").sum()),
+                # of those, never run: the submission's budget was spent, or it was settled (pacing.py)
+                "stopped_cases": int(len(stopped)),
+                "stopped_reason": stopped["reason"].iloc[0] if len(stopped) else None,
                 "first_failure_outcome": first["outcome"] if first else None,
                 "first_failing_input": first_input,
                 "first_failure_replay": first.get("replay") if first else None,

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import pandas as pd
 
+from rescore.pacing import stopped_early
 from rescore.schema import largest_numel
 from rescore.study import GPU_ONLY_CLASSES, LABELS
 
@@ -47,6 +48,23 @@ def never_past_the_benchmark(cases: pd.DataFrame, ops: pd.Series) -> list[tuple[
     fixed = largest[ran["oracle"] == "fixed"].groupby(ran["op"]).max()
     fuzz = largest[ran["oracle"] == "fuzz"].groupby(ran["op"]).max()
     return [(op, int(fuzz[op]), int(n)) for op, n in fixed.items() if op in fuzz and 0 < fuzz[op] <= n]
+
+
+def stopped_lines(fuzz: pd.DataFrame, submissions: pd.DataFrame) -> list[str]:
+    """The submissions whose remaining cases were not run (budget spent, or settled), each with how
+    many of its evaluation fuzz cases ran: their verdicts rest on those alone."""
+    stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
+    if stopped.empty:
+        return []
+    names = submissions.set_index("submission_id")["name"]
+    lines = ["", f"{stopped['submission_id'].nunique()} submissions were stopped before all their cases ran "
+                 "(`submission_budget_s`, `settle` in the config); their verdicts rest on the cases that ran:", "",
+             "| submission | fuzz cases run of planned | why the rest were not run |", "|---|---|---|"]
+    for sid, g in stopped.groupby("submission_id"):
+        planned = fuzz[fuzz["submission_id"] == sid]
+        ran = int((planned["outcome"] != "skipped").sum())
+        lines.append(f"| {names.get(sid, sid)} | {ran} of {len(planned)} | {g['reason'].iloc[0][:200]} |")
+    return lines
 
 
 def _fmt(p: float) -> str:
@@ -91,12 +109,14 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
                      f"{', '.join(sorted(g['layout'].dropna().unique()))} | {len(g)} |")
     lines += ["", "## What was not covered, and why", ""]
     skipped = fuzz[fuzz["outcome"] == "skipped"]
-    if len(skipped):
+    stopped = skipped["reason"].map(stopped_early).astype(bool)
+    if len(skipped[~stopped]):
         lines += ["| reason | cases | submissions |", "|---|---|---|"]
-        for reason, g in skipped.groupby(skipped["reason"].fillna("")):
+        for reason, g in skipped[~stopped].groupby(skipped["reason"].fillna("")):
             lines.append(f"| {reason.splitlines()[0][:160]} | {len(g)} | {g['submission_id'].nunique()} |")
-    else:
+    elif not stopped.any():
         lines.append("No case was skipped.")
+    lines += stopped_lines(fuzz, submissions)
     declined = fuzz[fuzz["outcome"] == "declined"]
     if len(declined):
         names = submissions.set_index("submission_id")["name"]
