@@ -115,3 +115,20 @@ def test_large_tensors_hash_in_chunks_the_same_on_any_number_of_threads(monkeypa
     y = x.clone()
     y[4000] += 1
     assert integrity.digest([y]) != integrity.digest([x]) == integrity.digest([x.clone()])
+
+
+def test_triton_compile_error_names_its_source_line_and_cause():
+    """A Triton CompilationError's first line is only a position; the recorded reason carries the
+    line it points at and the cause (here: tl.exp refusing float16 on triton 3.6)."""
+    import ast
+
+    from triton.compiler.errors import CompilationError
+
+    from rescore.execute import classify_exception
+
+    src = "def k(z):\n    th = 1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0)\n"
+    node = ast.parse(src).body[0].body[0].value
+    exc = CompilationError(src, node, "ValueError(\"Expected dtype ['fp32', 'fp64'] but got fp16\")")
+    verdict = classify_exception(exc, None)
+    assert verdict.outcome == "compile_error"
+    assert "tl.exp(2.0 * z)" in verdict.reason and "but got fp16" in verdict.reason

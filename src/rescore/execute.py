@@ -147,6 +147,18 @@ def _where(exc: BaseException) -> str:
     return f" (at {os.path.basename(last.filename)}:{last.lineno})"
 
 
+def _compile_error_text(name: str, message: str) -> str:
+    """A Triton compilation error in one line: its position, the source line it points at and its
+    last line (the cause), instead of the position alone that its first line holds."""
+    lines = [line.rstrip() for line in message.strip().splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return f"{name}: {lines[0] if lines else ''}"[:500]
+    body = lines[1:-1]  # the kernel's source up to the line it points at, then a caret line
+    carets = [i for i, line in enumerate(body) if set(line.strip()) <= {"^", "~"}]
+    source = body[carets[0] - 1].strip() if carets and carets[0] > 0 else (body[-1].strip() if body else "")
+    return f"{name}: {lines[0]} `{source}`: {lines[-1].strip()}"[:500]
+
+
 def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdict:
     """Map an exception raised while running the candidate to an outcome (docs/architecture.md, "Outcomes")."""
     name = type(exc).__name__
@@ -159,7 +171,7 @@ def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdic
     if isinstance(exc.__cause__, interpreter_guard.OutOfBounds):  # the interpreter wraps kernel errors
         return Verdict("crash", text + _where(exc), "out_of_bounds")
     if module.startswith("triton") and ("Compilation" in name or "OutOfResources" in name):
-        return Verdict("compile_error", text)
+        return Verdict("compile_error", _compile_error_text(name, str(exc)))
     if isinstance(exc, REFUSALS) and candidate_file:
         files = _frames(exc.__traceback__)
         own = [i for i, f in enumerate(files) if _is_file(f, candidate_file)]
