@@ -293,6 +293,39 @@ def timing_table(subs: pd.DataFrame, medians: dict[str, float], skipped: dict[st
     return df[SCHEMAS["timing"].names]
 
 
+def test_p4_says_why_the_static_columns_are_empty(tiny):
+    _, subs = tiny
+    pairs = pd.DataFrame([
+        {"variant_id": "gelu_sigmoid", "control_id": "gelu_ref", "op": "gelu", "bug_class": "dropped_constant",
+         "arch": "sm_90", "comparable": False, "variant_outcome": "capture_error", "control_outcome": "ok",
+         "variant_error": "run: RuntimeError: needs CUDA", "control_error": None},
+        {"variant_id": "softmax_other", "control_id": "softmax_ref", "op": "softmax", "bug_class": "no_max_subtraction",
+         "arch": "sm_90", "comparable": True, "delta_registers": 2, "delta_instructions": 5,
+         "delta_ptx_registers": 4, "variant_outcome": "ok", "control_outcome": "ok", "metrics_identical": False,
+         "ptx_identical": False},
+    ])
+    t = p4.paired_table(pairs, subs, published.mapping(PUBLISHED), published.read_csv("p4_paired.csv", PUBLISHED),
+                        "cpu", "sm_90").set_index("pair")
+    gelu = t.loc["gelu_triton->gelu_triton_buggy"]
+    assert pd.isna(gelu["d_regs"]) and pd.isna(gelu["d_instrs"])
+    assert gelu["static_note"] == (
+        "not compared at sm_90: variant gelu_sigmoid capture_error: run: RuntimeError: needs CUDA")
+    assert t.loc["softmax_triton->softmax_triton_buggy", "static_note"] == (
+        "the static study has no pair for softmax_tail at sm_90")
+    assert t.loc["matmul_triton->matmul_triton_buggy", "static_note"].startswith(
+        "no kernel of this dump stands for the paper's: not in this dump")
+    other = t.loc["softmax_ref->softmax_other"]
+    assert (other["static_note"], other["d_regs"], other["d_ptx_regs"], other["d_instrs"]) == ("", 2, 4, 5)
+    assert (t["static_note"] != "").sum() == t["d_instrs"].isna().sum()  # every empty cell says why
+    torch_tail = subs.assign(language=subs["language"].where(subs["name"] != "softmax_tail", "torch"))
+    t = p4.paired_table(pairs, torch_tail, published.mapping(PUBLISHED),
+                        published.read_csv("p4_paired.csv", PUBLISHED), "cpu", "sm_80").set_index("pair")
+    assert t.loc["softmax_triton->softmax_triton_buggy", "static_note"] == (
+        "softmax_tail is torch: the static study compiles Triton kernels only")
+    assert t.loc["gelu_triton->gelu_triton_buggy", "static_note"] == (
+        "the static study compiled nothing for sm_80 (config static.archs)")
+
+
 def test_build_writes_parquet_and_markdown(tiny, tmp_path):
     cases, subs = tiny
     write_parquet(cases, tmp_path / "cases.parquet", "cases")

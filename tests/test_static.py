@@ -113,6 +113,13 @@ def test_metrics_parse_known_ptx():
     assert set(metrics.METRIC_COLUMNS) <= set(m)
 
 
+def test_ptx_registers_counts_the_declared_virtual_registers():
+    assert metrics.ptx_registers(PTX) == 3 + 12 + 5  # %p<3>, %r<12>, %rd<5>
+    assert metrics.kernel_metrics(PTX, PTXAS)["ptx_registers"] == 20
+    assert metrics.ptx_registers(".reg .b32 %r1, %r2;\n.reg .v2 .f32 %f<4>; // .reg .b32 %x<9>;\n") == 6
+    assert "ptx_registers" not in metrics.METRIC_COLUMNS  # it moves with the instructions: not a gate metric
+
+
 def test_ptx_hash_ignores_names_numbering_and_debug_but_not_constants():
     renamed = (
         PTX.replace("my_kernel", "other_kernel")
@@ -345,3 +352,101 @@ def test_describe_kernel_finds_problem_next_to_kernel(compiled):
     assert "leaky_mul_kernel" in text and "sm_90: regs" in text and "sm_80: regs" in text
     text = describe_kernel(FIX / "rejected.py", PROBLEM, cache_dir=compiled["cache_dir"])
     assert "compile_error" in text
+
+
+# ---------------------------------------------------------------- CUDA-only kernels (gpuemu's requires_gpu)
+
+GPUEMU = Path(__file__).parent / "fixtures" / "dumps" / "gpuemu"
+
+
+def test_emulated_cuda_device_places_cuda_tensors_on_the_cpu_and_nothing_else():
+    torch = pytest.importorskip("torch")
+    from rescore.static.emulated_cuda import emulated_cuda_device
+
+    host = torch.arange(8, dtype=torch.float32)
+    real = torch.cuda.is_available()
+    with emulated_cuda_device():
+        assert torch.cuda.is_available() and torch.cuda.device_count() == 1
+        moved = [host.to(device="cuda"), host.to("cuda:0"), host.cuda(), host.to(torch.device("cuda"), torch.float16)]
+        made = [torch.empty(3, device="cuda"), torch.zeros(2, device=0)]
+        for t in moved + made:
+            assert t.device.type == "cpu"
+        for t in moved:  # a host-to-device move is a copy
+            assert t.data_ptr() != host.data_ptr() and torch.equal(t.float(), host)
+        assert host.to(torch.float32).data_ptr() == host.data_ptr()  # no device named: as without the emulation
+        assert not moved[0].is_cuda
+        if not real:
+            with pytest.raises((AssertionError, RuntimeError)):
+                torch.cuda.synchronize()  # not emulated: a kernel that needs it fails its capture
+    assert torch.cuda.is_available() == real
+
+
+@pytest.fixture(scope="module")
+def gpu_entries(tmp_path_factory):
+    """The gpuemu fixture's CUDA-only Triton entry, a seeded variant of it (its bias add dropped), one
+    that needs more of CUDA (synchronize), and the entry's generated file without the CUDA-only mark."""
+    from rescore.dumps import read_dump
+    from rescore.problem import CUDA_ONLY_MARKER
+    from rescore.static.study import as_entry
+
+    root = tmp_path_factory.mktemp("gpuemu") / "gpuemu"
+    shutil.copytree(GPUEMU, root)
+    data = root / "data"
+    kernel = (data / "bias_add_triton" / "kernel.py").read_text()
+    meta = json.loads((data / "bias_add_triton" / "meta.json").read_text())
+    variants = {
+        "bias_add_triton_buggy": kernel.replace("x + b, mask=mask", "x, mask=mask"),
+        "bias_add_triton_sync": kernel.replace("    return out", "    torch.cuda.synchronize()\n    return out"),
+    }
+    for name, text in variants.items():
+        assert text != kernel
+        (data / name).mkdir()
+        (data / name / "kernel.py").write_text(text)
+        (data / name / "meta.json").write_text(json.dumps({**meta, "name": name, "kernel": f"{name}/kernel.py"}))
+    spec = {"format": "gpuemu", "path": str(root), "labels": {"_buggy$": "buggy", ".*": "correct"},
+            "controls": {"^(.+)_buggy$": "\\1"}}
+    entries = {s.name: as_entry(s) for s in read_dump("emu", spec) if s.language == "triton"}
+    gpu = entries["bias_add_triton"]
+    unmarked = root / "unmarked.py"
+    unmarked.write_text(Path(gpu["path"]).read_text().replace(CUDA_ONLY_MARKER, ""))
+    entries["unmarked"] = {**gpu, "id": "unmarked", "path": str(unmarked)}
+    return entries
+
+
+@needs_compiler
+def test_cuda_only_triton_entry_is_captured_on_an_emulated_device_and_paired(gpu_entries, tmp_path):
+    from rescore.static.study import paired_deltas, static_table
+
+    entries = list(gpu_entries.values())
+    df = static_table(entries, archs=(90,), cache_dir=tmp_path, parallel=2, sizes="largest")
+    rows = df.set_index("submission_id")
+    for name in ("bias_add_triton", "bias_add_triton_buggy"):
+        assert rows.loc[name, "capture_device"] == "emulated_cuda" and rows.loc[name, "outcome"] == "ok"
+        assert rows.loc[name, "capture_sizes"] == "rows=8,cols=200" and rows.loc[name, "registers"] > 0
+    # the mark, not the kernel, turns the emulation on: unmarked, the kernel is never defined
+    assert rows.loc["unmarked", "capture_device"] == "cpu" and rows.loc["unmarked", "outcome"] == "capture_error"
+    assert "bias_add_triton needs torch, triton and CUDA" in rows.loc["unmarked", "error"]
+    sync = rows.loc["bias_add_triton_sync"]
+    assert sync["outcome"] == "capture_error" and "emulated CUDA device" in sync["error"]
+    pair = paired_deltas(df, entries).set_index("variant_id").loc["bias_add_triton_buggy"]
+    assert pair["control_id"] == "bias_add_triton" and pair["comparable"]
+    assert pair["delta_n_ld_global"] < 0 and pair["delta_instructions"] < 0  # the bias is never loaded
+
+
+def test_capture_sizes_rebind_the_problem_sizes(gpu_entries, tmp_path):
+    from rescore.static.launches import capture_many
+    from rescore.static.study import capture_sizes
+
+    gpu = gpu_entries["bias_add_triton"]
+    assert capture_sizes(gpu, "fixed") == {} and capture_sizes(gpu, "largest") == {"rows": 8, "cols": 200}
+    assert capture_sizes({"candidates": None}, "largest") == {}  # a problem without candidates keeps its sizes
+    with pytest.raises(ValueError, match="not one of fixed, largest"):
+        capture_sizes(gpu, "smallest")
+    job = (gpu["problem_path"], gpu["path"])
+    fixed, largest, unknown = capture_many(
+        [job, job, job], cache_dir=tmp_path, parallel=2, sizes=[None, {"rows": 8, "cols": 200}, {"depth": 3}]
+    )
+    (a,), (b,) = fixed["launches"], largest["launches"]
+    assert (a["grid"], a["constexprs"], "n_cols" in a["attrs"]) == ([4], {"BLOCK": 64}, True)  # 4 x 64
+    assert (b["grid"], b["constexprs"], "n_cols" in b["attrs"]) == ([8], {"BLOCK": 256}, False)  # 8 x 200
+    assert unknown["outcome"] == "capture_error" and "no module-level size int 'depth'" in unknown["error"]

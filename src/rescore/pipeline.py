@@ -277,9 +277,15 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
 
 
 def static(
-    manifests: list[str], out: dict[str, str], threads: int, cache_dir: str, archs: list[int] | None = None
+    manifests: list[str],
+    out: dict[str, str],
+    threads: int,
+    cache_dir: str,
+    archs: list[int] | None = None,
+    sizes: str = "fixed",
 ) -> None:
-    """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, heatmap."""
+    """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, heatmap;
+    each submission captured at `sizes` (rescore.static.study.capture_sizes)."""
     from rescore.static.study import (
         PAIR_COLUMNS,
         as_entry,
@@ -294,7 +300,7 @@ def static(
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     entries = [as_entry(s) for s in subs if s.language == "triton"]
     archs = list(archs or (90, 80))
-    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads))
+    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads), sizes=sizes)
     # a dump without Triton kernels (numpy, CUDA C) or without labelled pairs: the summary says why
     pairs = paired_deltas(metrics, entries) if entries else pd.DataFrame(columns=PAIR_COLUMNS)
     reason = unpaired_reason(subs) if pairs.empty else ""

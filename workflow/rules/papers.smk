@@ -21,6 +21,7 @@ PAPERS_OPTS = {
     "quantile": config["tolerance"]["quantile"],
     "arch": PAPERS.get("arch", f"sm_{config.get('static', {}).get('archs', [90])[0]}"),
     "fixed_profile": config["fixed"]["profile"],
+    "static_sizes": config.get("static", {}).get("sizes", "largest"),
 }
 PAPER_TABLES = ["p1_verdicts", "p1_headline", "p2_headline", "p2_tightening", "p3_headline", "p3_shape", "p4_paired"]
 PAPER_OUTPUTS = expand("results/papers/{table}.{ext}", table=PAPER_TABLES, ext=["parquet", "md"])

@@ -12,6 +12,7 @@ rule static_study:
     params:
         cache=".rescore-cache/static",
         archs=config.get("static", {}).get("archs", [90, 80]),
+        sizes=config.get("static", {}).get("sizes", "largest"),
     threads: 8
     # Ready as soon as the manifest is, it takes every core for a minute or two: first, so that it
     # never runs alone after the checks (the scheduler once left it to the end: 94 s added).

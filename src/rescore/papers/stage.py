@@ -30,8 +30,9 @@ SHOWN = {
     "p3_headline": "strategy paper_strategy validator bug bug_recall_published ctl control_fp_published "
     "kernel_recall kernel_fp in_paper differs note",
     "p3_shape": "kernel name bug_class strategy recall recall_k recall_n recall_published in_paper match differs",
-    "p4_paired": "pair variant bug_class bug_class_published d_regs d_regs_published d_instrs d_instrs_published "
-    "d_ms_median d_ms_median_published d_perf_pct d_perf_pct_published ptx_identical in_paper differs",
+    "p4_paired": "pair variant bug_class bug_class_published d_regs d_regs_published d_ptx_regs d_instrs "
+    "d_instrs_published d_ms_median d_ms_median_published d_perf_pct d_perf_pct_published ptx_identical in_paper "
+    "differs static_note",
 }
 TITLES = {
     "p1_verdicts": "P1: verdict per kernel",
@@ -184,7 +185,13 @@ def build_p4_paired(inputs: dict, out: dict, opts: dict) -> None:
     _finish("p4_paired", df, out, cases, subs, opts, what, [
         ABOUT_MATCH, p4.timing_summary(timing, subs, df),
         f"The paper compiled for sm_86 (RTX 3060); these deltas are for {opts['arch']} "
-        "(results/tables/static.parquet, the static study)."])
+        "(results/tables/static.parquet, the static study), each kernel captured at "
+        + ("each dim's largest candidate where its problem lists candidates, else its fixed sizes "
+           "(config static.sizes: largest)."
+           if opts.get("static_sizes") == "largest" else "its problem's fixed sizes (config static.sizes: fixed)."),
+        "d_regs: registers ptxas allocates (compared with the published d_regs); d_ptx_regs: virtual registers "
+        "the PTX declares, shown beside it, as the paper does not say which it counted. `static_note` says why "
+        "a row has no d_regs / d_instrs."])
 
 
 BUILDERS: dict[str, Callable[[dict, dict, dict], None]] = {

@@ -31,15 +31,16 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from rescore.static import cache
-from rescore.static.launches import launch_spec, specialise
+from rescore.static import cache, emulated_cuda
+from rescore.static.launches import emulates_cuda, launch_spec, specialise
 from rescore.static.loading import file_digest, load_module
 from rescore.static.metrics import kernel_metrics
 
-COMPILE_VERSION = 1
+COMPILE_VERSION = 2  # 2: ptx_registers
 ARCHS: tuple[int, ...] = (90, 80)
 # per-block opt-in shared memory and register file, as the driver would check them at load
 SHARED_LIMIT = {80: 166912, 86: 101376, 89: 101376, 90: 232448}
@@ -196,7 +197,10 @@ def _error(exc: BaseException) -> str:
 
 
 def run_compile(job: dict) -> dict:
-    """Worker side: compile one launch for one arch, write artifacts into job["folder"]."""
+    """Worker side: compile one launch for one arch, write artifacts into job["folder"].
+
+    With job["emulate_cuda"] the submission is imported on the emulated CUDA device, as it was
+    captured, so that a kernel defined only when CUDA is available is defined."""
     t0 = time.perf_counter()
     launch, arch, folder = job["launch"], int(job["arch"]), Path(job["folder"])
     row: dict = {"outcome": "ok", "error": None}
@@ -212,7 +216,8 @@ def run_compile(job: dict) -> dict:
     from triton.backends.compiler import GPUTarget
 
     try:
-        module = load_module(job["submission"], "submission")
+        with emulated_cuda.emulated_cuda_device() if job.get("emulate_cuda") else nullcontext():
+            module = load_module(job["submission"], "submission")
     except BaseException as exc:  # noqa: BLE001
         return done("compile_error", "import submission: " + _error(exc))
     try:
@@ -255,7 +260,7 @@ def run_compile(job: dict) -> dict:
     return done("ok")
 
 
-def _compile_key(submission: str | Path, launch: dict, arch: int) -> str:
+def _compile_key(submission: str | Path, launch: dict, arch: int, emulate: bool) -> str:
     kernel_file = launch.get("file") or submission
     try:
         kernel_digest = file_digest(kernel_file)
@@ -274,6 +279,7 @@ def _compile_key(submission: str | Path, launch: dict, arch: int) -> str:
         launch.get("options", {}),
         [p["fact"] for p in launch["params"]],
         arch,
+        *([emulated_cuda.DEVICE] if emulate else []),
     )
 
 
@@ -306,6 +312,7 @@ def compile_many(
     jobs: list[dict] = []
     for i, (sub, launches) in enumerate(items):
         rows = []
+        emulate = bool(launches) and emulates_cuda(sub)
         for launch in launches:
             for arch in archs:
                 base = {
@@ -316,7 +323,7 @@ def compile_many(
                     "arch": f"sm_{arch}",
                     "triton_version": cache.triton_version(),
                 }
-                k = _compile_key(sub, launch, arch)
+                k = _compile_key(sub, launch, arch, emulate)
                 folder = store.folder("compile", k)
                 hit = store.get_json("compile", k)
                 if hit is not None:
@@ -330,6 +337,7 @@ def compile_many(
                         "launch": launch,
                         "arch": arch,
                         "folder": str(folder),
+                        "emulate_cuda": emulate,
                     }
                 )
         out.append(rows)

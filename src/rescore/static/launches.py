@@ -4,7 +4,8 @@ Why: the compiler needs what the GPU launcher would see (argument types, the int
 specialisations, constexpr values, launch options), and the only honest way to get them is to run
 the submission. Capture runs it on CPU tensors under the Triton interpreter in a worker process
 (TRITON_INTERPRET must be set before triton is imported) and returns plain data. A submission that
-fails to import or run is a recorded outcome (`capture_error`), never an exception.
+fails to import or run is a recorded outcome (`capture_error`), never an exception. A submission
+its dump marks CUDA-only runs on an emulated CUDA device (rescore.static.emulated_cuda).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from rescore.static import cache
+from rescore.problem import cuda_only
+from rescore.static import cache, emulated_cuda
 from rescore.static.loading import file_digest, load_module
 
 CAPTURE_VERSION = 1
@@ -236,8 +239,11 @@ def _error(exc: BaseException, stage: str) -> str:
 def run_capture(job: dict) -> dict:
     """Worker side: run one submission under the interpreter (TRITON_INTERPRET=1 already set).
 
-    job = {"problem": path, "submission": path}. Returns {"outcome", "error", "launches",
-    "seconds"}; launches recorded before a failure are kept.
+    job = {"problem": path, "submission": path, "emulate_cuda": bool, "sizes": {name: int}}. Returns
+    {"outcome", "error", "launches", "seconds", "device"}; launches recorded before a failure are
+    kept. `sizes` re-binds the problem's module-level size ints before its inputs are made. With
+    emulate_cuda the submission is imported and run on an emulated CUDA device (device
+    "emulated_cuda"), and a failure or an empty capture says so.
     """
     t0 = time.perf_counter()
     if os.environ.get("TRITON_INTERPRET") != "1":
@@ -262,23 +268,30 @@ def run_capture(job: dict) -> dict:
         return original(self, *args, **kwargs)
 
     interpreter.InterpretedFunction.run = run
+    emulate = bool(job.get("emulate_cuda"))
     outcome, error, stage = "ok", None, "import problem"
     try:
         problem = load_module(job["problem"], "problem")
-        stage = "import submission"
-        submission = load_module(job["submission"], "submission")
-        stage = "build ModelNew"
-        if not hasattr(submission, "ModelNew"):
-            raise AttributeError("submission defines no ModelNew")
-        torch.manual_seed(0)
-        model = submission.ModelNew(*problem.get_init_inputs())
-        stage = "inputs"
-        inputs = [
-            x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in problem.get_inputs()
-        ]
-        stage = "run"
-        with torch.no_grad():
-            model(*inputs)
+        stage = "set sizes"
+        for name, value in (job.get("sizes") or {}).items():
+            if type(getattr(problem, name, None)) is not int:
+                raise LookupError(f"the problem has no module-level size int {name!r} to set")
+            setattr(problem, name, int(value))
+        with emulated_cuda.emulated_cuda_device() if emulate else nullcontext():
+            stage = "import submission"
+            submission = load_module(job["submission"], "submission")
+            stage = "build ModelNew"
+            if not hasattr(submission, "ModelNew"):
+                raise AttributeError("submission defines no ModelNew")
+            torch.manual_seed(0)
+            model = submission.ModelNew(*problem.get_init_inputs())
+            stage = "inputs"
+            inputs = [
+                x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in problem.get_inputs()
+            ]
+            stage = "run"
+            with torch.no_grad():
+                model(*inputs)
     except BaseException as exc:  # noqa: BLE001 - any failure of the submission is a recorded outcome
         outcome, error = "capture_error", _error(exc, stage)
     finally:
@@ -286,10 +299,23 @@ def run_capture(job: dict) -> dict:
     launches = sorted(recorder.launches.values(), key=lambda launch: launch["index"])
     if outcome == "ok" and not launches:
         outcome, error = "no_launch", "the submission launched no Triton kernel at the fixed shape"
-    return {"outcome": outcome, "error": error, "launches": launches, "seconds": time.perf_counter() - t0}
+    if emulate and error:
+        error = f"{error} ({emulated_cuda.WHAT})"
+    return {
+        "outcome": outcome,
+        "error": error,
+        "launches": launches,
+        "seconds": time.perf_counter() - t0,
+        "device": emulated_cuda.DEVICE if emulate else "cpu",
+    }
 
 
-def _capture_key(problem: str | Path, submission: str | Path) -> str:
+def emulates_cuda(submission: str | Path) -> bool:
+    """Whether the submission's capture runs on the emulated CUDA device: its dump marks it CUDA-only."""
+    return cuda_only(Path(submission).read_text(encoding="utf-8", errors="replace"))
+
+
+def _capture_key(problem: str | Path, submission: str | Path, emulate: bool, sizes: dict | None) -> str:
     return cache.key(
         "capture",
         CAPTURE_VERSION,
@@ -297,6 +323,8 @@ def _capture_key(problem: str | Path, submission: str | Path) -> str:
         file_digest(problem),
         file_digest(submission),
         str(Path(submission).resolve()),
+        *([emulated_cuda.DEVICE] if emulate else []),
+        *([sorted(sizes.items())] if sizes else []),
     )
 
 
@@ -306,35 +334,48 @@ def capture_many(
     parallel: int | None = None,
     timeout: float = 300.0,
     cache_dir: str | Path | None = None,
+    sizes: Sequence[dict | None] | None = None,
 ) -> list[dict]:
     """Capture launches of many (problem, submission) pairs in parallel worker processes.
 
+    sizes, one per pair (None or {} for the problem's own), re-binds the problem's size ints.
     Results are in input order, each {"problem", "submission", "outcome", "error", "launches",
-    "seconds", "cached"}; outcome is ok | no_launch | capture_error | timeout | crash. Results
-    of ok / no_launch / capture_error are cached by the content of both files.
+    "seconds", "device", "cached"}; outcome is ok | no_launch | capture_error | timeout | crash;
+    device is "emulated_cuda" for a submission marked CUDA-only, else "cpu". Results of ok /
+    no_launch / capture_error are cached by the content of both files, the device and the sizes.
     """
     from rescore.static.worker import run_jobs
 
     store = cache.Cache(cache_dir)
     results: list[dict | None] = [None] * len(pairs)
-    todo, keys = [], {}
+    todo, keys, emulate = [], {}, {}
+    sizes = list(sizes) if sizes is not None else [None] * len(pairs)
     for i, (prob, sub) in enumerate(pairs):
         try:
-            k = _capture_key(prob, sub)
+            emulate[i] = emulates_cuda(sub)
+            k = _capture_key(prob, sub, emulate[i], sizes[i])
         except OSError as exc:
             results[i] = {"outcome": "capture_error", "error": _error(exc, "read files"), "launches": []}
             continue
         hit = store.get_json("capture", k)
         if hit is not None:
-            results[i] = {**hit, "cached": True}
+            results[i] = {"device": emulated_cuda.DEVICE if emulate[i] else "cpu", **hit, "cached": True}
         else:
             keys[i] = k
             todo.append(i)
-    jobs = [{"problem": str(Path(pairs[i][0]).resolve()), "submission": str(Path(pairs[i][1]).resolve())} for i in todo]
+    jobs = [
+        {
+            "problem": str(Path(pairs[i][0]).resolve()),
+            "submission": str(Path(pairs[i][1]).resolve()),
+            "emulate_cuda": emulate[i],
+            "sizes": sizes[i] or {},
+        }
+        for i in todo
+    ]
     for i, res in zip(todo, run_jobs("capture", jobs, parallel=parallel, timeout=timeout), strict=True):
         if res.get("outcome") in ("ok", "no_launch", "capture_error"):
             store.put_json("capture", keys[i], res)
-        results[i] = {**res, "cached": False}
+        results[i] = {"device": emulated_cuda.DEVICE if emulate[i] else "cpu", **res, "cached": False}
     return [
         {"problem": str(prob), "submission": str(sub), **(res or {})}
         for (prob, sub), res in zip(pairs, results, strict=True)

@@ -50,6 +50,10 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "immediates",
 )
 
+# Reported beside METRIC_COLUMNS but not in the gate's vector: it moves with the instructions that
+# define the registers, so it adds nothing to "any metric differs".
+EXTRA_COLUMNS: tuple[str, ...] = ("ptx_registers",)
+
 _FLOAT_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "e4m3", "e5m2", "e4m3x2", "e5m2x2", "tf32"}
 _ARITH = {
     "add",
@@ -125,6 +129,21 @@ class Instruction(NamedTuple):
     @property
     def qualifiers(self) -> list[str]:
         return self.opcode.split(".")[1:]
+
+
+_REG_DECLARATION = re.compile(r"^\s*\.reg\s+(?:\.v\d+\s+)?\.\w+\s+([^;]+);", re.M)
+_REG_RANGE = re.compile(r"\s*%\w+<(\d+)>\s*")
+
+
+def ptx_registers(ptx: str) -> int:
+    """Virtual registers the PTX declares (`.reg .b32 %r<12>;` declares 12, `%r1, %r2` two): the
+    count before ptxas allocates physical registers (`registers`)."""
+    total = 0
+    for m in _REG_DECLARATION.finditer(strip_comments(ptx)):
+        for item in m.group(1).split(","):
+            n = _REG_RANGE.fullmatch(item)
+            total += int(n.group(1)) if n else 1
+    return total
 
 
 def strip_comments(ptx: str) -> str:
@@ -359,7 +378,7 @@ def parse_ptxas_info(text: str) -> dict[str, dict[str, int]]:
 
 
 def kernel_metrics(ptx: str, ptxas_info: str | dict | None = None, shared_dynamic: int = 0) -> dict:
-    """The flat metric record of one kernel: METRIC_COLUMNS plus spill split and the PTX hash.
+    """The flat metric record of one kernel: METRIC_COLUMNS, EXTRA_COLUMNS, the spill split and the PTX hash.
 
     `ptxas_info` is `ptxas -v` text or its parsed dict (the entry function is used); without it
     the ptxas-derived numbers are None. `shared_dynamic` is the shared memory Triton requests at
@@ -384,5 +403,6 @@ def kernel_metrics(ptx: str, ptxas_info: str | dict | None = None, shared_dynami
     rec.update({f"n_{c}": hist[c] for c in CLASSES})
     rec["predicated_mem"] = predicated_memory_ops(insts)
     rec["immediates"] = len(immediates(insts))
+    rec["ptx_registers"] = ptx_registers(ptx)
     rec["ptx_hash"] = ptx_hash(ptx)
     return rec

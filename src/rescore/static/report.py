@@ -42,7 +42,9 @@ def describe_kernel(
     lines = [
         f"kernel file: {submission_path}",
         f"problem:     {problem}",
-        f"capture:     {cap['outcome']}" + (f" ({cap['error']})" if cap.get("error") else ""),
+        f"capture:     {cap['outcome']}"
+        + (" on an emulated CUDA device (the kernel is CUDA-only)" if cap.get("device") == "emulated_cuda" else "")
+        + (f" ({cap['error']})" if cap.get("error") else ""),
     ]
     if cap["outcome"] != "ok":
         return "\n".join(lines)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from rescore.static.compile import ARCHS, compile_many
 from rescore.static.launches import capture_many
-from rescore.static.metrics import METRIC_COLUMNS
+from rescore.static.metrics import EXTRA_COLUMNS, METRIC_COLUMNS
 from rescore.study import LABELS
 
 ENTRY_COLUMNS = ("id", "op", "label", "language", "control", "bug_class")
@@ -23,13 +23,16 @@ PAIR_COLUMNS = ["variant_id", "control_id", "op", "bug_class", "arch", "variant_
                 "ptx_identical"]
 SUMMARY_COLUMNS = ["bug_class", "arch", "n_pairs", "n_compared", "n_gate", "n_ptx_identical",
                    "n_same_metrics_other_ptx", "n_variant_rejected", "gate_rate", "note"]
+# at which sizes a submission is captured: its problem's fixed sizes, or each dim's largest candidate
+SIZES = ("fixed", "largest")
 # how the kernels of one submission combine into one number per metric
 _MAX_METRICS = {"registers", "shared", "local"}
 
 
 def as_entry(item: dict | object) -> dict:
     """An entry dict from a dict or from a corpus Submission (name, language, label, control,
-    bug_class, path, problem.path, problem.op), so corpus loaders plug in without an adapter."""
+    bug_class, path, problem.path, problem.op, the candidates of problem.schema), so corpus loaders
+    plug in without an adapter."""
     if isinstance(item, dict):
         return item
     problem = getattr(item, "problem", None)
@@ -42,7 +45,21 @@ def as_entry(item: dict | object) -> dict:
         "bug_class": getattr(item, "bug_class", None),
         "path": str(getattr(item, "path", "")),
         "problem_path": str(getattr(problem, "path", "")),
+        "candidates": (getattr(problem, "schema", None) or {}).get("candidates"),
     }
+
+
+def capture_sizes(entry: dict, sizes: str = "fixed") -> dict[str, int]:
+    """The sizes an entry's capture sets on its problem: none at `fixed` (the problem's own); at
+    `largest`, each dim's largest candidate where the problem's schema lists candidates (a gpuemu
+    op schema, whose first candidates are often 1: Triton specialises an int argument equal to 1
+    into a constant, so a kernel captured there compiles to a degenerate program)."""
+    if sizes not in SIZES:
+        raise ValueError(f"static sizes {sizes!r} is not one of {', '.join(SIZES)}")
+    cands = entry.get("candidates") or {}
+    if sizes == "fixed" or not isinstance(cands, dict):
+        return {}
+    return {str(name): max(int(c) for c in values) for name, values in cands.items() if values}
 
 
 def static_table(
@@ -52,19 +69,28 @@ def static_table(
     cache_dir: str | Path | None = None,
     parallel: int | None = None,
     timeout: float = 300.0,
+    sizes: str = "fixed",
 ) -> pd.DataFrame:
     """One row per (Triton entry, distinct kernel launch, arch) with its static metrics.
 
-    entries are dicts with id, op, label, language, control, bug_class, path (the submission)
-    and problem_path, or corpus Submission objects (see as_entry). Non-Triton entries are left
-    out. An entry whose capture failed gets one row per arch with that outcome (capture_error,
-    no_launch, timeout, crash) and no metrics.
-    Columns: submission_id, op, label, language, control, bug_class, arch, kernel, kernel_index,
-    outcome, error, METRIC_COLUMNS, spill_stores, spill_loads, ptx_hash, ... (see compile_many).
+    entries are dicts with id, op, label, language, control, bug_class, path (the submission),
+    problem_path and optionally candidates ({dim: [sizes]}), or corpus Submission objects (see
+    as_entry). Non-Triton entries are left out. Each is captured at `sizes` (see capture_sizes). An
+    entry whose capture failed gets one row per arch with that outcome (capture_error, no_launch,
+    timeout, crash) and no metrics.
+    Columns: submission_id, op, label, language, control, bug_class, capture_outcome,
+    capture_device (cpu | emulated_cuda), capture_sizes ("fixed" or "B=8,H=1025"), arch, kernel,
+    kernel_index, outcome, error, METRIC_COLUMNS, spill_stores, spill_loads, ptx_hash, ... (see
+    compile_many).
     """
     tri = [e for e in map(as_entry, entries) if e.get("language") == "triton"]
+    at = [capture_sizes(e, sizes) for e in tri]
     caps = capture_many(
-        [(e["problem_path"], e["path"]) for e in tri], parallel=parallel, timeout=timeout, cache_dir=cache_dir
+        [(e["problem_path"], e["path"]) for e in tri],
+        parallel=parallel,
+        timeout=timeout,
+        cache_dir=cache_dir,
+        sizes=at,
     )
     items = [
         (e["path"], cap.get("launches", []) if cap.get("outcome") == "ok" else [])
@@ -72,11 +98,13 @@ def static_table(
     ]
     compiled = compile_many(items, archs=archs, parallel=parallel, timeout=timeout, cache_dir=cache_dir)
     rows: list[dict] = []
-    for e, cap, krows in zip(tri, caps, compiled, strict=True):
+    for e, cap, krows, size in zip(tri, caps, compiled, at, strict=True):
         base = {
             "submission_id": e["id"],
             **{c: e.get(c) for c in ENTRY_COLUMNS if c != "id"},
             "capture_outcome": cap.get("outcome"),
+            "capture_device": cap.get("device"),
+            "capture_sizes": ",".join(f"{k}={v}" for k, v in size.items()) or "fixed",
             "capture_seconds": cap.get("seconds"),
         }
         if not krows:
@@ -85,7 +113,7 @@ def static_table(
         for r in krows:
             rows.append({**base, **r})
     df = pd.DataFrame(rows)
-    for col in METRIC_COLUMNS:
+    for col in (*METRIC_COLUMNS, *EXTRA_COLUMNS):
         if col not in df:
             df[col] = pd.NA
     return df
@@ -102,7 +130,7 @@ def _submission_view(metrics_df: pd.DataFrame) -> dict[tuple[str, str], dict]:
             "error": None if bad.empty else bad["error"].iloc[0],
         }
         if bad.empty:
-            for col in METRIC_COLUMNS:
+            for col in (*METRIC_COLUMNS, *EXTRA_COLUMNS):
                 vals = pd.to_numeric(g[col])
                 rec[col] = vals.max() if col in _MAX_METRICS else vals.sum()
             rec["vectors"] = [tuple(r[c] for c in METRIC_COLUMNS) for _, r in g.iterrows()]
@@ -115,10 +143,10 @@ def paired_deltas(metrics_df: pd.DataFrame, entries: Iterable[dict]) -> pd.DataF
     """One row per (buggy variant, arch), paired with the entry its `control` field names.
 
     Columns: variant_id, control_id, op, bug_class, arch, variant_outcome, control_outcome,
-    comparable (both compiled), delta_<metric> (variant minus control) for METRIC_COLUMNS,
-    n_metrics_changed, changed_metrics, metrics_identical (every kernel's metric vector equal),
-    ptx_identical (every kernel's normalised PTX hash equal). Deltas and flags are NA when the
-    pair is not comparable.
+    variant_error, control_error, comparable (both compiled), delta_<metric> (variant minus control)
+    for METRIC_COLUMNS and EXTRA_COLUMNS, n_metrics_changed, changed_metrics, metrics_identical
+    (every kernel's metric vector equal), ptx_identical (every kernel's normalised PTX hash equal).
+    Deltas and flags are NA when the pair is not comparable.
     """
     entries = [as_entry(e) for e in entries]
     view = _submission_view(metrics_df)
@@ -138,11 +166,12 @@ def paired_deltas(metrics_df: pd.DataFrame, entries: Iterable[dict]) -> pd.DataF
                 "variant_outcome": v["outcome"] if v else "missing",
                 "control_outcome": c["outcome"] if c else "missing",
                 "variant_error": v["error"] if v else None,
+                "control_error": c["error"] if c else None,
             }
             row["comparable"] = row["variant_outcome"] == "ok" and row["control_outcome"] == "ok"
             if row["comparable"]:
                 changed = [m for m in METRIC_COLUMNS if v[m] != c[m]]
-                row.update({f"delta_{m}": v[m] - c[m] for m in METRIC_COLUMNS})
+                row.update({f"delta_{m}": v[m] - c[m] for m in (*METRIC_COLUMNS, *EXTRA_COLUMNS)})
                 row["control_instructions"] = c["instructions"]
                 row["n_metrics_changed"] = len(changed)
                 row["changed_metrics"] = ",".join(changed)
