@@ -305,7 +305,7 @@ def test_p4_says_why_the_static_columns_are_empty(tiny):
          "ptx_identical": False},
     ])
     t = p4.paired_table(pairs, subs, published.mapping(PUBLISHED), published.read_csv("p4_paired.csv", PUBLISHED),
-                        "cpu", "sm_90").set_index("pair")
+                        pd.DataFrame(), "sm_90").set_index("pair")
     gelu = t.loc["gelu_triton->gelu_triton_buggy"]
     assert pd.isna(gelu["d_regs"]) and pd.isna(gelu["d_instrs"])
     assert gelu["static_note"] == (
@@ -319,7 +319,7 @@ def test_p4_says_why_the_static_columns_are_empty(tiny):
     assert (t["static_note"] != "").sum() == t["d_instrs"].isna().sum()  # every empty cell says why
     torch_tail = subs.assign(language=subs["language"].where(subs["name"] != "softmax_tail", "torch"))
     t = p4.paired_table(pairs, torch_tail, published.mapping(PUBLISHED),
-                        published.read_csv("p4_paired.csv", PUBLISHED), "cpu", "sm_80").set_index("pair")
+                        published.read_csv("p4_paired.csv", PUBLISHED), pd.DataFrame(), "sm_80").set_index("pair")
     assert t.loc["softmax_triton->softmax_triton_buggy", "static_note"] == (
         "softmax_tail is torch: the static study compiles Triton kernels only")
     assert t.loc["gelu_triton->gelu_triton_buggy", "static_note"] == (
