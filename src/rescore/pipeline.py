@@ -41,8 +41,10 @@ def setup_logging(path: str | None) -> None:
 def run_config(config: dict) -> RunConfig:
     """The run's settings from the validated Snakemake config."""
     from rescore.runner import RunConfig, resolve_device
+    from rescore.settings import effective_config
 
     device = resolve_device(config.get("device", "auto"))
+    config = effective_config(config, device)
     fuzz = config["fuzz"]
     strategies = dict(fuzz["strategies"])
     for name in config.get("study", {}).get("strategies", []):
@@ -57,6 +59,7 @@ def run_config(config: dict) -> RunConfig:
         calibration=dict(config.get("calibration", {}).get("strategies", {})),
         timeout_s=float(config.get("timeout_s", 120)),
         budget=int(config["budget"][device]),
+        dtypes_in_turn=bool(fuzz.get("dtypes_in_turn", False)),
     )  # no stored-failure replay: the tables depend on the config and the dumps alone
 
 
@@ -262,6 +265,15 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
         read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config
     )
     write_text(text, out)
+
+
+def static_archs(settings: dict) -> list[int]:
+    """The archs the static study compiles for on this run's device (`light`'s where it applies)."""
+    from rescore.runner import resolve_device
+    from rescore.settings import effective_config
+
+    device = resolve_device(settings.get("device", "auto"))
+    return list((effective_config(settings, device).get("static") or {}).get("archs") or (90, 80))
 
 
 def static(

@@ -32,6 +32,7 @@ class RunConfig:
     regressions: bool = False  # replay a submission's stored failures first (regressions.py): `rescore check`
     load_timeout_s: float = 600.0
     budget: int = 1 << 15  # elements of the largest input tensor
+    dtypes_in_turn: bool = False  # a strategy's evaluation cases take the dtypes in turn, not each dtype
 
 
 def resolve_device(device: str) -> str:
@@ -47,7 +48,13 @@ def resolve_device(device: str) -> str:
 
 
 def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
-    """Every fuzz case of a submission: (strategy, dtype, index, seed, purpose), in run order."""
+    """Every fuzz case of a submission: (strategy, dtype, index, seed, purpose), in run order.
+
+    A case's seed does not depend on its dtype, so case i of a strategy is the same input at every
+    dtype. With `dtypes_in_turn` a strategy's i-th evaluation case runs at the (i mod n)-th of its n
+    dtypes only: a subset of the cases of every dtype, with a strategy's cases still in a row (one
+    decoy call among each 8 under the interpreter). Calibration keeps every dtype: its fit is per dtype.
+    """
     cases = []
     # A declining control is run on every dtype: refusing the ones it does not support is its point.
     claimed = set(sub.dtypes) if sub.dtypes and not sub.declines else set(cfg.dtypes)
@@ -61,12 +68,15 @@ def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
         for name, count in table.items():
             strategy = get_strategy(name)
             dtypes = [d for d in (strategy.dtypes or cfg.dtypes) if d in judged or strategy.dtypes]
-            for dtype in dtypes:
-                for index in range(count):
-                    seed = case_seed(cfg.master_seed, sub.problem.problem_id, name, index, purpose)
-                    cases.append(
-                        {"strategy": name, "dtype": dtype, "case_index": index, "seed": seed, "purpose": purpose}
-                    )
+            if cfg.dtypes_in_turn and purpose == "evaluation" and dtypes:
+                order = [(index, dtypes[index % len(dtypes)]) for index in range(count)]
+            else:
+                order = [(index, dtype) for dtype in dtypes for index in range(count)]
+            for index, dtype in order:
+                seed = case_seed(cfg.master_seed, sub.problem.problem_id, name, index, purpose)
+                cases.append(
+                    {"strategy": name, "dtype": dtype, "case_index": index, "seed": seed, "purpose": purpose}
+                )
     return cases
 
 
