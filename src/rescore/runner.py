@@ -109,12 +109,14 @@ def job_of(sub: Submission) -> dict:
 
 
 class Progress:
-    """Cases done of total, the submission in hand, and time left: on a terminal only."""
+    """Cases done of total, the submission in hand, and time left (`rescore check`): on a terminal
+    only, so that a log or a pipe gets nothing."""
 
-    def __init__(self, total: int, label: str = ""):
+    def __init__(self, total: int, label: str = "", stream=None):
         self.total, self.done, self.label = total, 0, label
         self.start = time.monotonic()
-        self.tty = sys.stderr.isatty()
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
 
     def step(self, name: str, n: int = 1) -> None:
         self.done += n
@@ -122,12 +124,12 @@ class Progress:
             return
         elapsed = time.monotonic() - self.start
         left = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        sys.stderr.write(f"\r{self.label}{self.done}/{self.total} cases  {name[:40]:<40}  ~{left:5.0f} s left ")
-        sys.stderr.flush()
+        self.stream.write(f"\r{self.label}{self.done}/{self.total} cases  {name[:40]:<40}  ~{left:5.0f} s left ")
+        self.stream.flush()
 
     def close(self) -> None:
         if self.tty:
-            sys.stderr.write("\n")
+            self.stream.write("\n")
 
 
 def run_submission(

@@ -13,6 +13,7 @@ rule check_shard:
         shards=len(SHARDS),
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
                                     "budget", "timeout_s", "light") if k in config},
+        progress=lambda wildcards: f"results/progress/{wildcards.dump}",
     threads: SHARD_THREADS
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
