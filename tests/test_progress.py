@@ -114,7 +114,7 @@ def test_the_line_says_the_stage_the_counts_the_slowest_shard_and_the_time_left(
     assert sorted(sm.running.values()) == ["check_shard", "check_shard", "static_study"]
     line = status_line(read_progress(tmp_path, since=999.0), sm, now=1060.0, started=990.0)
     assert line.startswith("rescore 1:10")
-    assert "checks: 0/2 shards, 1/5 submissions, 100/400 cases" in line
+    assert "checks: 0/2 shards (2 running), 1/5 submissions, 100/400 cases" in line
     assert "slowest: corpus shard 1 at 17%, c" in line  # 10 of its 60 expected seconds done
     # 20 of 80 done in 60 s: 180 s left at that rate, but shard 1 alone needs 300 s more
     assert "~5 min left" in line and "step 1/5" in line
@@ -157,7 +157,7 @@ def test_make_all_on_a_terminal_draws_the_line_and_keeps_snakemakes_output(tmp_p
     """))
     command = [sys.executable, "-m", "rescore.cli", "progress", "--interval", "0.2", "--", sys.executable, str(fake)]
     text = run_in_terminal(command, tmp_path)
-    assert "checks: 0/2 shards, 0/1 submissions, 2/4 cases" in text
+    assert "checks: 0/2 shards (1 running), 0/1 submissions, 2/4 cases" in text
     assert "rescore: done in" in text and "Snakemake's output: results/logs/snakemake.out" in text
     assert "Job stats:" not in text  # Snakemake's own output went to its file
     assert "5 of 5 steps (100%) done" in (tmp_path / "results/logs/snakemake.out").read_text()

@@ -202,8 +202,8 @@ def status_line(snap: Snapshot, sm: SnakemakeState, now: float, started: float) 
         cases_total = sum(int(s.get("cases", 0)) for s in planned)
         subs_done = sum(int(s.get("submissions_done", 0)) for s in snap.shards)
         cases_done = sum(int(s.get("cases_done", 0)) for s in snap.shards)
-        parts.append(f"checks: {len(finished)}/{shards_total} shards, {subs_done}/{subs_total} submissions, "
-                     f"{cases_done:,}/{cases_total:,} cases")
+        parts.append(f"checks: {len(finished)}/{shards_total} shards ({len(running)} running), "
+                     f"{subs_done}/{subs_total} submissions, {cases_done:,}/{cases_total:,} cases")
         left, slowest = _time_left(snap, planned, running, now)
         if slowest:
             parts.append(slowest)
@@ -305,9 +305,12 @@ def _run_drawn(command: list[str], directory: Path, stream: IO[str], interval: f
                 break
             except subprocess.TimeoutExpired:
                 pass
-            except KeyboardInterrupt:  # the terminal sent SIGINT to Snakemake too: let it stop its jobs
-                proc.send_signal(signal.SIGINT)
-                rc = proc.wait()
+            except KeyboardInterrupt:  # a Ctrl-C reaches Snakemake too: let it stop its jobs
+                try:
+                    rc = proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:  # the interrupt was this process's alone
+                    proc.send_signal(signal.SIGINT)
+                    rc = proc.wait()
                 break
             width = _draw(stream, _line(out_path, progress, started), width)
     line = _line(out_path, progress, started)
