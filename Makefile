@@ -6,8 +6,10 @@ CORES ?= 8
 
 .PHONY: all test venv lint clean bench
 
+# On a terminal, `rescore progress` shows one progress line and sends Snakemake's output to
+# results/logs/snakemake.out; anywhere else it runs Snakemake as it is.
 all: $(BIN)/rescore
-	$(BIN)/snakemake --cores $(CORES) all
+	$(BIN)/rescore progress -- $(BIN)/snakemake --cores $(CORES) all
 
 test: $(BIN)/rescore
 	$(BIN)/ruff check src tests workflow/scripts bench
@@ -29,4 +31,4 @@ bench: $(BIN)/rescore
 	$(BIN)/python bench/pipeline_bench.py pipeline --cores $(CORES)
 
 clean:
-	rm -rf results/tables results/cases results/ingest results/figures results/failures results/logs .snakemake
+	rm -rf results/tables results/cases results/ingest results/figures results/failures results/logs results/progress .snakemake

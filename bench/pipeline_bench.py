@@ -4,7 +4,14 @@ python bench/pipeline_bench.py throughput [--device cuda] [--workers 8] [--cases
     fuzz cases per second for one kernel, float64 reference included, several workers at once
     (the H200 target: >= 500 cases/s for an elementwise kernel at sizes up to 1M elements)
 python bench/pipeline_bench.py pipeline [--cores 8] [--profile local] [--snakemake-args "..."]
-    wall time of `snakemake --cores N all` from a clean results folder (targets: CPU < 15 min, H200 < 3 min)
+    wall time of `snakemake --cores N all` from a clean results folder (targets: CPU < 10 min, H200 < 3 min)
+python3 bench/pipeline_bench.py fresh [--runs 2] [--cores 8] [--rev HEAD] [--test] [--pip-cache] [--keep] [--out F]
+    what a newcomer's `make all` costs: each run clones this repository afresh (tracked files only: no
+    .venv, results, .snakemake or .rescore-cache), times the set-up (`make venv`: a new .venv, pip
+    without its download cache unless --pip-cache) and then the main job (`make all`, the set-up done),
+    with Snakemake's own times per stage; --test then times `make test` in the last clone, the
+    yardstick beside them. Run it with the system's python3 (it builds its own environments); the
+    targets on a 2-core CPU machine: main job < 10 min, with the set-up < 12 min.
 """
 
 from __future__ import annotations
@@ -123,6 +130,121 @@ def pipeline(args: argparse.Namespace) -> dict:
     return out
 
 
+def stage_times(log: str) -> dict:
+    """Seconds per stage from Snakemake's log: the static study, the check shards (first start to last
+    end, and their sum), and what ran after the last shard (tables, figures, papers)."""
+    import datetime as dt
+    import re
+
+    stamp, rule, starts, ends, rules = None, None, {}, {}, {}
+    for line in log.splitlines():
+        if m := re.match(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$", line):
+            stamp = dt.datetime.strptime(re.sub(" +", " ", m.group(1)), "%a %b %d %H:%M:%S %Y")
+        elif m := re.match(r"^(?:local)?rule (\w+):$", line):
+            rule = m.group(1)
+        elif (m := re.match(r"^\s+jobid: (\d+)$", line)) and rule:
+            starts[m.group(1)], rules[m.group(1)], rule = stamp, rule, None
+        elif m := re.match(r"^Finished job(?:id:)? (\d+)", line):
+            ends[m.group(1)] = stamp
+    done = [j for j in starts if j in ends and starts[j] and ends[j]]
+    if not done:
+        return {}
+    first, last = min(starts[j] for j in done), max(ends[j] for j in done)
+    out = {"snakemake_s": (last - first).total_seconds()}
+    checks = [j for j in done if rules[j] == "check_shard"]
+    if checks:
+        begin, end = min(starts[j] for j in checks), max(ends[j] for j in checks)
+        out.update(checks_s=(end - begin).total_seconds(), check_shards=len(checks),
+                   shard_seconds=sum((ends[j] - starts[j]).total_seconds() for j in checks),
+                   slowest_shard_s=max((ends[j] - starts[j]).total_seconds() for j in checks),
+                   before_checks_s=(begin - first).total_seconds(), after_checks_s=(last - end).total_seconds())
+    for name in ("static_study", "cuda_prebuild", "degenerate_problems"):
+        jobs = [j for j in done if rules[j] == name]
+        if jobs:
+            out[f"{name}_s"] = sum((ends[j] - starts[j]).total_seconds() for j in jobs)
+    return out
+
+
+def machine() -> dict:
+    """What the timings were taken on: cores, CPU model, hardware threads per core, load."""
+    import os
+    import platform
+
+    info: dict = {"cpus": os.cpu_count(), "python": platform.python_version(), "load_1_5_15": os.getloadavg()}
+    if hasattr(os, "sched_getaffinity"):
+        info["cpus_usable"] = len(os.sched_getaffinity(0))
+    try:
+        blocks = [dict(line.split(":", 1) for line in block.splitlines() if ":" in line)
+                  for block in Path("/proc/cpuinfo").read_text().split("\n\n") if block.strip()]
+    except OSError:
+        return info
+    blocks = [{k.strip(): v.strip() for k, v in b.items()} for b in blocks]
+    cores = {(b.get("physical id"), b.get("core id")) for b in blocks}
+    info.update(cpu_model=blocks[0].get("model name") if blocks else None, hardware_threads=len(blocks),
+                physical_cores=len(cores))  # 2 threads on 1 core run two shards at about the speed of one
+    return info
+
+
+def fresh(args: argparse.Namespace) -> dict:
+    """Set-up and main job of a fresh clone, `args.runs` times (see the module docstring)."""
+    import os
+
+    base = Path(tempfile.mkdtemp(prefix="rescore-fresh-"))
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", args.rev], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    if not args.pip_cache:
+        env["PIP_NO_CACHE_DIR"] = "1"  # a first set-up downloads everything
+    out: dict = {"bench": "fresh", "commit": rev, "cores": args.cores, "machine_before": machine(), "runs": []}
+
+    def timed(cmd: list[str], cwd: Path, log: Path) -> tuple[float, int]:
+        start = time.perf_counter()
+        with open(log, "w") as f:
+            rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+        return time.perf_counter() - start, rc
+
+    clone = base
+    for i in range(args.runs):
+        clone = base / f"run-{i + 1}"
+        subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(clone)], check=True)
+        subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", rev], check=True)
+        setup_s, setup_rc = timed(["make", "venv", f"PYTHON={args.python}"], clone, base / f"setup-{i + 1}.log")
+        run: dict = {"clone": str(clone), "setup_s": round(setup_s, 1), "setup_ok": setup_rc == 0}
+        if setup_rc == 0:
+            main_s, main_rc = timed(["make", "all", f"CORES={args.cores}"], clone, base / f"main-{i + 1}.log")
+            run.update(main_s=round(main_s, 1), main_ok=main_rc == 0, total_s=round(setup_s + main_s, 1),
+                       load_after=os.getloadavg())
+            logs = sorted((clone / ".snakemake" / "log").glob("*.snakemake.log"))
+            if logs:
+                run["stages"] = {k: round(v, 1) for k, v in stage_times(logs[-1].read_text()).items()}
+            cases = clone / "results" / "tables" / "cases.parquet"
+            if main_rc == 0 and cases.exists():
+                run.update(summarize_cases(cases))
+        out["runs"].append(run)
+        print(json.dumps(run), file=sys.stderr, flush=True)
+        if not args.keep and not (args.test and i == args.runs - 1):
+            shutil.rmtree(clone / ".venv", ignore_errors=True)  # a CPU torch: about a GB each
+    if args.test and out["runs"] and out["runs"][-1].get("setup_ok"):
+        test_s, test_rc = timed(["make", "test"], clone, base / "test.log")
+        out["make_test"] = {"s": round(test_s, 1), "ok": test_rc == 0, "log": str(base / "test.log")}
+        if not args.keep:
+            shutil.rmtree(clone / ".venv", ignore_errors=True)
+    out["logs"] = str(base)  # the clones (results included) and the logs of each step
+    return out
+
+
+def summarize_cases(path: Path) -> dict:
+    import pandas as pd
+
+    cases = pd.read_parquet(path, columns=["submission_id", "oracle", "purpose", "outcome"])
+    ran = cases[cases["outcome"] != "skipped"]
+    fuzz = ran[(ran["oracle"] == "fuzz") & (ran["purpose"] == "evaluation")]
+    return {"cases": len(cases), "cases_executed": len(ran), "submissions": int(cases["submission_id"].nunique()),
+            "fuzz_cases_per_kernel_median": float(fuzz.groupby("submission_id").size().median()) if len(fuzz) else 0}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common = argparse.ArgumentParser(add_help=False)
@@ -139,8 +261,16 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=8)
     p.add_argument("--profile", default="")
     p.add_argument("--snakemake-args", default="", help='more snakemake options, e.g. "--set-threads cuda_prebuild=16"')
+    f = sub.add_parser("fresh", parents=[common])
+    f.add_argument("--runs", type=int, default=2)
+    f.add_argument("--cores", type=int, default=8, help="make all CORES=N (the README's command: 8)")
+    f.add_argument("--rev", default="HEAD", help="the commit to clone")
+    f.add_argument("--python", default="python3", help="the Python that builds .venv (make PYTHON=...)")
+    f.add_argument("--pip-cache", action="store_true", help="let pip use its download cache")
+    f.add_argument("--test", action="store_true", help="also time `make test` in the last clone")
+    f.add_argument("--keep", action="store_true", help="keep each clone's .venv (removed after its run)")
     args = parser.parse_args()
-    result = throughput(args) if args.bench == "throughput" else pipeline(args)
+    result = {"throughput": throughput, "pipeline": pipeline, "fresh": fresh}[args.bench](args)
     print(json.dumps(result, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))

@@ -58,6 +58,7 @@ def test_check_exit_codes(tmp_path):
         "float32",
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "cases" not in ok.stderr  # no progress line where stderr is not a terminal
     missing = rescore("check", str(TOY / "nope.py"), str(TOY / "scale_correct.py"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
     usage = rescore("check", str(TOY / "problem_scale.py"))

@@ -1,6 +1,7 @@
 """The Snakemake DAG end to end on a tiny config: outputs, lint, a second run that does nothing,
 and one table rebuilt alone."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,20 @@ def test_all_outputs_exist(run_dir):
     assert (timing["status"] == "skipped").all()
     assert (timing["reason"] == "timing needs a CUDA GPU").all()
     assert "NO TIMINGS" in (run_dir / "results/logs/timing.log").read_text()
+
+
+def test_the_check_shards_leave_their_progress_and_rescore_progress_reads_it(run_dir):
+    """Each check shard kept a progress file (rescore.progress): its counts are the cases it wrote."""
+    cases = pd.read_parquet(run_dir / "results/tables/cases.parquet")
+    plan = json.loads((run_dir / "results/progress/toy/plan.json").read_text())
+    shards = [json.loads((run_dir / f"results/progress/toy/shard-{k}.json").read_text()) for k in range(TINY["shards"])]
+    assert all(s["finished"] for s in shards) and len(plan["shards"]) == TINY["shards"]
+    fuzz = cases[cases["oracle"] == "fuzz"]
+    assert sum(s["cases_done"] for s in shards) == sum(p["cases"] for p in plan["shards"].values()) == len(fuzz)
+    assert sum(s["submissions_done"] for s in shards) == cases["submission_id"].nunique()
+    r = subprocess.run([sys.executable, "-m", "rescore.cli", "progress", "--directory", str(run_dir)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and f"checks done ({TINY['shards']} shards, {len(fuzz):,} cases)" in r.stdout
 
 
 def test_uncertainty_statement_and_report(run_dir):

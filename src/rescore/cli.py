@@ -85,6 +85,15 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_progress(args: argparse.Namespace) -> int:
+    from rescore.progress import run_with_progress, show
+
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    if not command:
+        return show(args.directory)
+    return run_with_progress(command, args.directory, interval=args.interval)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from rescore.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, SUBMISSION_BUDGET_S
 
@@ -146,6 +155,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     corpus = sub.add_parser("corpus", help="print the built-in corpus catalog as Markdown")
     corpus.set_defaults(func=cmd_corpus)
+
+    progress = sub.add_parser(
+        "progress",
+        help="the progress of a pipeline run: once, or around `-- COMMAND` (what `make all` runs)",
+        description="Without a command: print one line on the latest Snakemake run in DIRECTORY (stage, "
+        "shards, submissions and cases done of the total, the slowest shard, time left). With `-- COMMAND`: "
+        "run it; on a terminal its output goes to results/logs/snakemake.out and that line is redrawn, "
+        "anywhere else it runs as it is and nothing is added. The exit code is the command's.",
+    )
+    progress.add_argument("--directory", default=".", help="the run's working directory (Snakemake's -d)")
+    progress.add_argument("--interval", type=float, default=2.0, help="seconds between redraws of the line")
+    progress.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    progress.set_defaults(func=cmd_progress)
     return parser
 
 

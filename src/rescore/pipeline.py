@@ -42,8 +42,10 @@ def run_config(config: dict) -> RunConfig:
     """The run's settings from the validated Snakemake config."""
     from rescore.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, submission_budget
     from rescore.runner import RunConfig, resolve_device
+    from rescore.settings import effective_config
 
     device = resolve_device(config.get("device", "auto"))
+    config = effective_config(config, device)
     fuzz = config["fuzz"]
     settle = config.get("settle") or {}
     strategies = dict(fuzz["strategies"])
@@ -62,6 +64,7 @@ def run_config(config: dict) -> RunConfig:
         submission_budget_s=submission_budget(config, device),
         settle_after=int(settle.get("after", SETTLE_AFTER)),
         settle_timeout_s=float(settle.get("timeout_s", SETTLE_TIMEOUT_S)),
+        dtypes_in_turn=bool(fuzz.get("dtypes_in_turn", False)),
     )  # no stored-failure replay: the tables depend on the config and the dumps alone
 
 
@@ -76,26 +79,45 @@ def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> No
 
 
 def run_shard(
-    manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str
+    manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
+    progress_dir: str | None = None,
 ) -> None:
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
-    beside the other shards rather than in a stage after all of them (24 s of a 198 s H200 run)."""
+    beside the other shards rather than in a stage after all of them (24 s of a 198 s H200 run).
+    With `progress_dir`, keep the shard's progress file there (`rescore.progress`); nothing is printed."""
     import time
 
     from rescore.pacing import settled_reason
-    from rescore.runner import Progress, plan_cases, run_submission
+    from rescore.progress import ShardProgress, write_plan
+    from rescore.runner import plan_cases, run_submission
     from rescore.sandbox import Worker
+    from rescore.settings import setting_name
     from rescore.shrink import first_fuzz_failure, shrunk_record
 
     cfg = run_config(config)
     subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
-    assignment = shards_.assign([s.submission_id for s in subs], shards, shards_.expected_costs(subs, cfg.device))
-    mine = [s for s in subs if assignment[s.submission_id] == shard]
-    mine = [s for s in mine if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
-    total = sum(len(plan_cases(s, cfg)) for s in mine)
-    log.info("shard %d of %d: %d submissions, %d cases", shard, shards, len(mine), total)  # costs from logs
-    progress = Progress(total, label=f"shard {shard}: ")
+    ids = [s.submission_id for s in subs]
+    weight = shards_.weights(ids, shards_.expected_costs(subs, cfg.device))
+    assignment = shards_.assign(ids, shards, weight)
+    runnable = [s for s in subs if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
+    planned = {s.submission_id: len(plan_cases(s, cfg)) for s in runnable}
+    mine = [s for s in runnable if assignment[s.submission_id] == shard]
+    total = sum(planned[s.submission_id] for s in mine)
+    log.info("shard %d of %d: %d submissions, %d cases (%s setting on %s)", shard, shards, len(mine), total,
+             setting_name(config, cfg.device), cfg.device)  # costs from logs
+    progress = None
+    if progress_dir:
+        plan = {k: {"submissions": 0, "cases": 0, "weight": 0.0} for k in range(shards)}
+        for s in runnable:
+            entry = plan[assignment[s.submission_id]]
+            entry["submissions"] += 1
+            entry["cases"] += planned[s.submission_id]
+            entry["weight"] += weight[s.submission_id]
+        dump = Path(manifest).parent.name  # results/ingest/<dump>/manifest.json
+        write_plan(progress_dir, dump, plan)
+        progress = ShardProgress(progress_dir, dump, shard,
+                                 [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
     worker = Worker(cfg.device, cfg.budget, log_dir)
     rows: list[dict] = []
     shrunk: list[dict] = []
@@ -113,8 +135,11 @@ def run_shard(
                                             settled_reason(sub_rows)))
             note = f", its first fuzz failure shrunk in {shrunk[-1]['steps']} cases" if failure is not None else ""
             log.info("%s: %d cases, %d flagged%s", sub.name, len(sub_rows), bad, note)
+            if progress:
+                progress.submission_done(sub.name)
     finally:
         worker.stop()
+    if progress:
         progress.close()
     write_parquet(pd.DataFrame(rows), out_cases, "cases")
     write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
@@ -274,6 +299,15 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
         read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config
     )
     write_text(text, out)
+
+
+def static_archs(settings: dict) -> list[int]:
+    """The archs the static study compiles for on this run's device (`light`'s where it applies)."""
+    from rescore.runner import resolve_device
+    from rescore.settings import effective_config
+
+    device = resolve_device(settings.get("device", "auto"))
+    return list((effective_config(settings, device).get("static") or {}).get("archs") or (90, 80))
 
 
 def static(

@@ -36,6 +36,7 @@ class RunConfig:
     submission_budget_s: float | None = None  # wall seconds for one submission's cases (pacing.py); None: no limit
     settle_after: int = SETTLE_AFTER  # this many same worker deaths in a row settle a submission; 0: never
     settle_timeout_s: float = SETTLE_TIMEOUT_S  # the per-case timeout after a case timed out
+    dtypes_in_turn: bool = False  # a strategy's evaluation cases take the dtypes in turn, not each dtype
 
 
 def resolve_device(device: str) -> str:
@@ -58,20 +59,28 @@ def strategy_dtypes(name: str, cfg: RunConfig) -> tuple[str, ...]:
 def plan_cases(sub: Submission, cfg: RunConfig) -> list[dict]:
     """Every fuzz case of a submission: (strategy, dtype, index, seed, purpose), in run order, only
     in the dtypes it claims (`problem.claims_dtype`; `unclaimed_rows` records the others). Controls
-    (label `correct`) add their calibration cases, also only in the dtypes they claim."""
+    (label `correct`) add their calibration cases, also only in the dtypes they claim.
+
+    A case's seed does not depend on its dtype, so case i of a strategy is the same input at every
+    dtype. With `dtypes_in_turn` a strategy's i-th evaluation case runs at the (i mod n)-th of its n
+    dtypes only: a subset of the cases of every dtype, with a strategy's cases still in a row (one
+    decoy call among each 8 under the interpreter). Calibration keeps every dtype: its fit is per dtype.
+    """
     cases = []
     for purpose, table in (("evaluation", cfg.strategies), ("calibration", cfg.calibration)):
         if purpose == "calibration" and sub.label != "correct":
             continue
         for name, count in table.items():
-            for dtype in strategy_dtypes(name, cfg):
-                if not claims_dtype(sub.dtypes, sub.declines, dtype):
-                    continue
-                for index in range(count):
-                    seed = case_seed(cfg.master_seed, sub.problem.problem_id, name, index, purpose)
-                    cases.append(
-                        {"strategy": name, "dtype": dtype, "case_index": index, "seed": seed, "purpose": purpose}
-                    )
+            dtypes = [d for d in strategy_dtypes(name, cfg) if claims_dtype(sub.dtypes, sub.declines, d)]
+            if cfg.dtypes_in_turn and purpose == "evaluation" and dtypes:
+                order = [(index, dtypes[index % len(dtypes)]) for index in range(count)]
+            else:
+                order = [(index, dtype) for dtype in dtypes for index in range(count)]
+            for index, dtype in order:
+                seed = case_seed(cfg.master_seed, sub.problem.problem_id, name, index, purpose)
+                cases.append(
+                    {"strategy": name, "dtype": dtype, "case_index": index, "seed": seed, "purpose": purpose}
+                )
     return cases
 
 
@@ -140,12 +149,14 @@ def job_of(sub: Submission) -> dict:
 
 
 class Progress:
-    """Cases done of total, the submission in hand, and time left: on a terminal only."""
+    """Cases done of total, the submission in hand, and time left (`rescore check`): on a terminal
+    only, so that a log or a pipe gets nothing."""
 
-    def __init__(self, total: int, label: str = ""):
+    def __init__(self, total: int, label: str = "", stream=None):
         self.total, self.done, self.label = total, 0, label
         self.start = time.monotonic()
-        self.tty = sys.stderr.isatty()
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty()
 
     def step(self, name: str, n: int = 1) -> None:
         self.done += n
@@ -153,12 +164,12 @@ class Progress:
             return
         elapsed = time.monotonic() - self.start
         left = elapsed / self.done * (self.total - self.done) if self.done else 0.0
-        sys.stderr.write(f"\r{self.label}{self.done}/{self.total} cases  {name[:40]:<40}  ~{left:5.0f} s left ")
-        sys.stderr.flush()
+        self.stream.write(f"\r{self.label}{self.done}/{self.total} cases  {name[:40]:<40}  ~{left:5.0f} s left ")
+        self.stream.flush()
 
     def close(self) -> None:
         if self.tty:
-            sys.stderr.write("\n")
+            self.stream.write("\n")
 
 
 def run_submission(

@@ -63,15 +63,20 @@ def expected_costs(subs: list, device: str, path: Path | None = None) -> dict[st
     return costs
 
 
-def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None) -> dict[str, int]:
-    """submission_id -> shard index in [0, shards)."""
-    costs = load_costs() if costs is None else costs
+def weights(submission_ids: list[str], costs: dict[str, float]) -> dict[str, float]:
+    """submission_id -> expected seconds: its recorded cost, or the median of the recorded ones."""
     known = [costs[s] for s in submission_ids if s in costs]
     default = statistics.median(known) if known else 1.0
+    return {s: costs.get(s, default) for s in submission_ids}
+
+
+def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None) -> dict[str, int]:
+    """submission_id -> shard index in [0, shards)."""
+    weight = weights(submission_ids, load_costs() if costs is None else costs)
     load = [0.0] * shards
     out: dict[str, int] = {}
-    for sid in sorted(set(submission_ids), key=lambda s: (-costs.get(s, default), s)):
+    for sid in sorted(set(submission_ids), key=lambda s: (-weight[s], s)):
         shard = min(range(shards), key=lambda i: (load[i], i))
         out[sid] = shard
-        load[shard] += costs.get(sid, default)
+        load[shard] += weight[sid]
     return out

@@ -12,7 +12,8 @@ rule check_shard:
         shard=lambda wildcards: int(wildcards.shard),
         shards=len(SHARDS),
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
-                                    "budget", "timeout_s")},
+                                    "budget", "timeout_s", "light") if k in config},
+        progress=lambda wildcards: f"results/progress/{wildcards.dump}",
     threads: SHARD_THREADS
     resources:
         gpu=1 if config["device"] == "cuda" else 0,

@@ -11,7 +11,7 @@ rule static_study:
         heatmap=report("results/figures/static_delta_heatmap.png", category="Static", caption="../report/static.rst"),
     params:
         cache=".rescore-cache/static",
-        archs=config.get("static", {}).get("archs", [90, 80]),
+        settings={k: config[k] for k in ("device", "static", "light") if k in config},  # archs per device
         sizes=config.get("static", {}).get("sizes", "largest"),
     threads: 8
     # Ready as soon as the manifest is, it takes every core for a minute or two: first, so that it

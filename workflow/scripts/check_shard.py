@@ -11,4 +11,5 @@ run_shard(
     snakemake.output.cases,
     snakemake.output.shrunk,
     snakemake.log[0] + ".workers",
+    snakemake.params.progress,
 )
