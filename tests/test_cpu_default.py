@@ -33,7 +33,9 @@ def test_a_gpu_and_the_full_file_get_the_top_level_setting():
     assert not is_light(FULL, "cpu") and effective_config(FULL, "cpu") == FULL
     on_gpu = run_config(dict(CONFIG, device="cuda"))
     full_on_cpu = run_config(dict(FULL, device="cpu"))
-    assert replace(full_on_cpu, device="cuda", budget=on_gpu.budget) == on_gpu  # the same science
+    # the same science; the element and wall-clock budgets are per device
+    per_device = {"budget": on_gpu.budget, "submission_budget_s": on_gpu.submission_budget_s}
+    assert replace(full_on_cpu, device="cuda", **per_device) == on_gpu
     light = run_config(dict(CONFIG, device="cpu"))
     assert light.dtypes_in_turn and light.strategies != on_gpu.strategies and not on_gpu.dtypes_in_turn
     profile = yaml.safe_load((REPO / "config" / "profiles" / "gpu" / "config.yaml").read_text())

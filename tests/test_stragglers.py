@@ -243,3 +243,33 @@ def test_the_truth_run_on_the_host_is_timed_without_building_the_module():
     executor.truth_seconds = -1.0
     truths, _ = executor._reference([torch.ones(8, 1024, dtype=torch.float64)], [], torch.float32, 1)
     assert truths[0].dtype == torch.float64 and 0.0 <= executor.truth_seconds
+
+
+def test_the_prebuild_instantiates_a_model_that_builds_in_its_init(tmp_path, monkeypatch, capsys):
+    """A `load_inline` inside ModelNew.__init__ (named after id(self)) is built by the prebuild,
+    which instantiates the model on the problem's init inputs; an __init__ that raises is reported,
+    not fatal."""
+    import json
+
+    from torch.utils import cpp_extension
+
+    from rescore.cuda_build import _import_for_build
+
+    monkeypatch.setattr(cpp_extension, "load_inline", lambda name, cpp_sources, **kw: f"lib {name}")
+    sub = tmp_path / "submission.py"
+    sub.write_text(
+        "import torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+        "class ModelNew(nn.Module):\n    def __init__(self, width):\n        super().__init__()\n"
+        "        assert width == 7\n        self.ext = load_inline(name=f'ext_{id(self)}', cpp_sources='int f();')\n"
+    )
+    problem = tmp_path / "problem.py"
+    problem.write_text("def get_init_inputs():\n    return [7]\n")
+    _import_for_build(str(sub), str(problem))
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(printed["extensions"]) == 1 and printed["extensions"][0].startswith("ext_")
+    assert printed["construct_error"] is None
+
+    problem.write_text("def get_init_inputs():\n    return [8]\n")  # the assert in __init__ fails
+    _import_for_build(str(sub), str(problem))
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["extensions"] == [] and printed["construct_error"].startswith("AssertionError")

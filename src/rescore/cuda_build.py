@@ -234,6 +234,7 @@ def build_key() -> dict:
         "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"),
         "cxx": os.environ.get("CXX"),
         "fingerprint": "content",  # calls are matched by content, not name: older records are rebuilt
+        "constructs": 1,  # a source that builds nothing at import is also instantiated (its __init__ builds)
     }
 
 
@@ -261,8 +262,13 @@ def _error_text(stderr: str) -> str:
     return text[-ERROR_CHARS:]
 
 
-def build_one(source: str, root: Path, key: dict, timeout_s: float, max_jobs: int) -> dict:
-    """Import one source in a fresh process with its own TORCH_EXTENSIONS_DIR; record the outcome."""
+def build_one(
+    source: str, root: Path, key: dict, timeout_s: float, max_jobs: int, problem_source: str | None = None
+) -> dict:
+    """Import one source in a fresh process with its own TORCH_EXTENSIONS_DIR; record the outcome.
+    With its problem's source, a source that builds nothing at import is also instantiated as the
+    benchmark does (ModelNew(*get_init_inputs())), so a `load_inline` in `__init__` is built here,
+    many at a time, rather than in the first case of a check shard."""
     folder = root / content_hash(source)
     cached = _cached(folder, key)
     if cached is not None:
@@ -270,6 +276,11 @@ def build_one(source: str, root: Path, key: dict, timeout_s: float, max_jobs: in
     folder.mkdir(parents=True, exist_ok=True)
     module = folder / "submission.py"
     module.write_text(source, encoding="utf-8", errors="surrogateescape")
+    command = [sys.executable, "-m", "rescore.cuda_build", "import", str(module)]
+    if problem_source is not None:
+        problem = folder / "problem.py"
+        problem.write_text(problem_source, encoding="utf-8", errors="surrogateescape")
+        command += ["--problem", str(problem)]
     env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(folder), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1")
     src = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -277,7 +288,7 @@ def build_one(source: str, root: Path, key: dict, timeout_s: float, max_jobs: in
     transient = False
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "rescore.cuda_build", "import", str(module)],
+            command,
             env=env,
             capture_output=True,
             text=True,
@@ -294,14 +305,16 @@ def build_one(source: str, root: Path, key: dict, timeout_s: float, max_jobs: in
         except (ValueError, IndexError, AttributeError):
             printed = {}
         extensions, calls = printed.get("extensions", []), printed.get("calls", [])
+        construct_error = printed.get("construct_error")
     except subprocess.TimeoutExpired:
-        ok, extensions, calls, transient = False, [], [], True
+        ok, extensions, calls, transient, construct_error = False, [], [], True, None
         error = f"the build took longer than {timeout_s:.0f} s and was stopped"
     record = {
         "ok": ok,
         "error": error,
         "extensions": extensions,
         "calls": calls,
+        "construct_error": construct_error,  # ModelNew(*get_init_inputs()) raised: the check stage says how
         "key": key,
         "transient": transient,
         "seconds": time.perf_counter() - start,
@@ -348,12 +361,16 @@ def prebuild(
     folder = cache_root(root)
     folder.mkdir(parents=True, exist_ok=True)
     sources = list(dict.fromkeys(s.source for s in cuda))
+    problems = {}
+    for s in cuda:
+        problems.setdefault(s.source, s.problem.source)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources) or 1))
     max_jobs = max(1, (os.cpu_count() or 1) // jobs)
     key = build_key()
     log.info("prebuilding %d CUDA sources (%d submissions), %d at a time, in %s", len(sources), len(cuda), jobs, folder)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = dict(zip(sources, pool.map(lambda src: build_one(src, folder, key, timeout_s, max_jobs), sources)))
+        built = pool.map(lambda src: build_one(src, folder, key, timeout_s, max_jobs, problems[src]), sources)
+        results = dict(zip(sources, built))
     return _frame([_row(s, results[s.source]) for s in cuda])
 
 
@@ -402,8 +419,10 @@ def write_builds(
     return df
 
 
-def _import_for_build(path: str) -> None:
-    """(In the build process.) Import a submission, recording the extensions its load_inline builds."""
+def _import_for_build(path: str, problem: str | None = None) -> None:
+    """(In the build process.) Import a submission, recording the extensions its load_inline builds;
+    when the import builds nothing and the problem is given, instantiate ModelNew as the benchmark
+    does (seed 42, the problem's init inputs): a `load_inline` in `__init__` is built then."""
     import importlib.util
 
     from torch.utils import cpp_extension
@@ -429,7 +448,28 @@ def _import_for_build(path: str) -> None:
         raise ImportError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    print(json.dumps({"extensions": built, "calls": calls}))
+    construct_error = None
+    if not built and problem is not None and isinstance(getattr(module, "ModelNew", None), type):
+        construct_error = _construct(module.ModelNew, problem)
+    print(json.dumps({"extensions": built, "calls": calls, "construct_error": construct_error}))
+
+
+def _construct(model_new: type, problem: str) -> str | None:
+    """Instantiate ModelNew on the problem's init inputs; the error text if that raises (the check
+    stage records what it means: this only builds)."""
+    import importlib.util
+
+    import torch
+
+    try:
+        spec = importlib.util.spec_from_file_location("rescore_prebuild_problem", problem)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        torch.manual_seed(42)
+        model_new(*module.get_init_inputs())
+    except Exception as exc:  # the submission's or the problem's own error: not the build's
+        return f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
+    return None
 
 
 def bench(subs: list[Submission], jobs: int | None = None, timeout_s: float = 1800.0, root: str | None = None) -> dict:
@@ -462,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     one = sub.add_parser("import", help="(internal) import one submission file to build its extensions")
     one.add_argument("path")
+    one.add_argument("--problem", default=None, help="the problem file: instantiate ModelNew on its init inputs")
     b = sub.add_parser("bench", help="cold vs warm prebuild time of one dump's CUDA submissions")
     b.add_argument("--config", default="config/config.yaml")
     b.add_argument("--dump", required=True, help="a dump name under `dumps:` in the config")
@@ -470,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--timeout", type=float, default=1800.0)
     args = parser.parse_args(argv)
     if args.cmd == "import":
-        _import_for_build(args.path)
+        _import_for_build(args.path, args.problem)
         return 0
     import yaml
 
