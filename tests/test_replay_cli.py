@@ -87,3 +87,18 @@ def test_a_corpus_pair_replays_with_the_corpus_schema_and_a_half_linear_layer_ke
     want = layer.weight.detach().half().float()
     assert _round_parameters(layer, torch.float16) is layer
     assert layer.weight.dtype == torch.float32 and torch.equal(layer.weight, want)
+
+
+def test_check_defaults_to_the_pipelines_strategy_mix_scaled_to_the_case_count():
+    """`rescore check` runs the strategies study's mix (the pipeline's): 100 cases per dtype by
+    default, a single-dtype strategy only when its dtype is asked for; a list shares the count."""
+    from rescore.inputs.strategies import STRATEGIES, STUDY, STUDY_MIX, check_mix
+
+    assert set(STUDY_MIX) <= set(STRATEGIES)
+    every = check_mix(STUDY, 100, ("float32", "float16", "bfloat16"))
+    assert every == STUDY_MIX
+    fp32 = check_mix(STUDY, 100, ("float32",))
+    assert "single_dtype_fp16" not in fp32 and "single_dtype_bf16" not in fp32
+    assert sum(fp32.values()) == 100  # every case of the mix runs at float32
+    assert min(check_mix(STUDY, 10, ("float32",)).values()) == 1
+    assert check_mix("default,boundary", 100, ("float32",)) == {"default": 50, "boundary": 50}

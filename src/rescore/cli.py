@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from rescore.inputs.strategies import STUDY, check_mix
+
 EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
 # `rescore check`'s per-case timeout: a developer's loop wants a hang's verdict within a minute (a
 # hang costs one full timeout, then one shortened one: pacing.py). On a GPU a case may build a
@@ -19,14 +21,13 @@ def _config(args: argparse.Namespace):
     from rescore.runner import RunConfig, resolve_device
 
     device = resolve_device(args.device)
-    strategies = [s for s in args.strategies.split(",") if s]
-    per = max(1, args.cases // len(strategies))
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    mix = check_mix(args.strategies, args.cases, dtypes)
     budget = args.budget or (1 << 20 if device == "cuda" else 1 << 15)
     return RunConfig(
         device=device,
         master_seed=args.seed,
-        strategies={s: per for s in strategies},
+        strategies=mix,
         dtypes=dtypes,
         fixed_profile=args.profile,
         timeout_s=args.timeout or CHECK_TIMEOUT_S[device],
@@ -44,7 +45,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from rescore.inputs.strategies import STRATEGIES
     from rescore.runner import Progress, plan_cases
 
-    for name in args.strategies.split(","):
+    for name in [] if args.strategies == STUDY else args.strategies.split(","):
         if name not in STRATEGIES:
             print(f"rescore check: unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}", file=sys.stderr)
             return EXIT_USAGE
@@ -124,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", metavar="OUT", help="write the verdicts and failures as JSON")
     check.add_argument("--cases", type=int, default=100, help="fuzz cases per dtype, split over the strategies")
     check.add_argument("--seed", type=int, default=0, help="master seed")
-    check.add_argument("--strategies", default="default,boundary")
+    check.add_argument("--strategies", default=STUDY,
+                       help=f"comma-separated strategies sharing --cases equally, or `{STUDY}` (the default): the "
+                            "pipeline's mix, which the strategies study ranks best at its false-positive limit")
     check.add_argument("--submission-budget", type=float, default=None, metavar="SECONDS",
                        help="wall seconds for the cases after the load; the rest are skipped (default per device: "
                             + ", ".join(f"{d} {t:g}" for d, t in SUBMISSION_BUDGET_S.items()) + "; 0: none)")
