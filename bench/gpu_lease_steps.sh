@@ -8,7 +8,8 @@ pipe() {  # step name, then snakemake targets and options (--set-threads, a list
   mkdir -p "$d"; [ -d "$d/config" ] || cp -r "$REPO/config" "$d/config"
   # ext steps: the user's own config (EXT_CONFIG) replaces config.yaml, as a user pointing rescore at
   # downloaded dumps would
-  case $name in ext*) cp "$EXT_CONFIG" "$d/config/config.yaml" ;; esac
+  # (EXT_CONFIG_DIR: each ext step's own file, EXT_CONFIG_DIR/<step>.yaml)
+  case $name in ext*) cp "${EXT_CONFIG_DIR:+$EXT_CONFIG_DIR/$name.yaml}${EXT_CONFIG_DIR:-$EXT_CONFIG}" "$d/config/config.yaml" ;; esac
   # The checkout's own caches (static PTX, generated modules) come from the step before, as for a
   # second run in the same checkout after `rm -rf results`; ~/.triton and the CUDA builds are shared.
   local prev; prev=$(ls -td "$WORK"/*/.rescore-cache 2>/dev/null | head -1)
@@ -23,7 +24,7 @@ pipe() {  # step name, then snakemake targets and options (--set-threads, a list
 step() {  # one step, then its .done mark
   case $1 in
     cold|warm|warm2) pipe "$1" all --config shards=48 ;;
-    ext|extwarm|extwarm2) pipe "$1" all --config shards=48 ;;
+    ext|extwarm|extwarm2|extg) pipe "$1" all --config shards=48 ;;
     corpus)
       log "corpus start"; local t=$(date +%s)
       timeout "${CORPUS_TIMEOUT:-900}" python3 "$REPO/bench/gpu_corpus.py" --workers 8 --race-repeats 3 \
