@@ -261,3 +261,30 @@ def test_the_statement_names_ops_never_tested_past_the_benchmarks_size():
     ])
     ops = pd.Series({"t": "tanh", "r": "relu"})
     assert never_past_the_benchmark(cases, ops) == [("tanh", 65536, 65536)]
+
+
+def test_a_case_whose_free_draws_the_reference_rejects_varies_one_size_at_a_time(worker):
+    """Tied sizes (a residual add: out_features == in_features) make the reference reject free
+    draws; after SIZE_RETRIES of them a case varies one size with the others at the benchmark's own,
+    so it still runs at other sizes instead of every case being `skipped`."""
+    import json
+
+    from conftest import toy_submission
+
+    import rescore.execute as ex
+    from rescore.runner import RunConfig, job_of, run_submission
+
+    sub = toy_submission("problem_residual.py", "residual_correct.py", dtypes=("float32",))
+    executor = ex.Executor("cpu", 1 << 15)
+    executor.load(job_of(sub))
+    defaults = dict(executor.schema.defaults())
+    assert set(defaults) == {"batch_size", "in_features", "out_features"}
+    for seed in range(20):
+        held = executor._held_draw("default", seed, "float32").sizes
+        assert sum(held[k] != defaults[k] for k in defaults) <= 1
+    rows = run_submission(sub, RunConfig(device="cpu", strategies={"default": 8}, dtypes=("float32",)), worker)
+    fuzz = [r for r in rows if r["oracle"] == "fuzz"]
+    assert [r["outcome"] for r in fuzz] == ["pass"] * 8  # without the held draws: `skipped` cases
+    held = [s for s in map(json.loads, (r["sizes"] for r in fuzz))
+            if s["in_features"] == s["out_features"] == 24 and s["batch_size"] != defaults["batch_size"]]
+    assert held  # the tie kept, another batch size tested

@@ -13,13 +13,14 @@ import json
 import linecache
 import os
 import platform
+import random
 import re
 import sys
 import threading
 import time
 import traceback
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -27,6 +28,7 @@ from rescore import confine, interpreter_compat, interpreter_guard, interpreter_
 from rescore.findings import merge
 from rescore.inputs.layout import apply_layout
 from rescore.inputs.seeds import sub_seed
+from rescore.inputs.shapes import fit_budget
 from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import LARGE_DRAW, fill
 from rescore.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
@@ -41,6 +43,10 @@ from rescore.usage import Launches, OpRecorder, holds_reference, kernel_findings
 
 REFUSALS = (ValueError, TypeError, NotImplementedError)
 SIZE_RETRIES = 6
+# After SIZE_RETRIES draws the float64 reference rejected (a real problem's sizes are tied: channels
+# divisible by groups, a residual's shapes equal), this many draws that vary one size and keep the
+# others at the benchmark's own, so that the relations among those hold.
+HELD_RETRIES = 6
 # On a GPU a case whose tensors all hold at most this many elements is judged on the host: the
 # comparison is a hundred small ops, and on a GPU shared by many worker processes every op waits for
 # its process's turn (a context switch), so host copies made once cost less than the ops.
@@ -616,6 +622,20 @@ class Executor:
             )
         return get_strategy(strategy).draw(self.schema, dtype, seed, numel, budget)
 
+    def _held_draw(self, strategy: str, seed: int, dtype: str) -> CaseSpec:
+        """A strategy's draw with every size but one (chosen by the seed) put back to the benchmark's
+        own, then fitted to the element budget: what is left to try once the reference has rejected
+        every free draw."""
+        assert self.problem is not None and self.schema is not None
+        spec = self.draw(strategy, seed, dtype)
+        sizes = dict(self.schema.defaults())
+        varied = random.Random(seed).choice(sorted(sizes)) if sizes else None
+        if varied is not None:
+            sizes[varied] = spec.sizes.get(varied, sizes[varied])
+        budget = min(self.budget, self.schema.max_elements or self.budget)
+        sizes = fit_budget(sizes, self.schema, lambda s: largest_numel(input_shapes(self.problem, s)), budget)
+        return replace(spec, sizes=sizes)
+
     def _seed(self, seed: int) -> None:
         """Seed the global random generators of the CPU and the device in use. (`torch.manual_seed`
         also queues a seed for every other accelerator backend and formats a stack trace for each,
@@ -696,6 +716,13 @@ class Executor:
                 if override:
                     return dict(row, outcome="skipped", reason=f"the float64 reference rejects this input: {rejected}")
                 attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
+                last = str(rejected)
+        for attempt in range(HELD_RETRIES):
+            spec = self._held_draw(strategy, sub_seed(seed, f"held{attempt}"), dtype)
+            row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
+            try:
+                return self._run_spec(spec, row, repeat, decoy=decoy)
+            except _ReferenceRejects as rejected:
                 last = str(rejected)
         where = self.job["problem"]["path"]
         return dict(row, outcome="skipped", reason=f"problem {where}: the float64 reference rejected every "
