@@ -13,6 +13,7 @@ all: $(BIN)/rescore
 
 test: $(BIN)/rescore
 	$(BIN)/ruff check src tests workflow/scripts bench
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 venv: $(BIN)/rescore
@@ -25,6 +26,7 @@ $(BIN)/rescore: requirements/cpu.txt requirements/common.txt pyproject.toml
 
 lint: $(BIN)/rescore
 	$(BIN)/ruff check src tests workflow/scripts bench
+	$(BIN)/lint-imports
 	$(BIN)/snakemake --lint
 
 bench: $(BIN)/rescore

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.outcomes import FLAGGING
+from rescore.model.outcomes import FLAGGING
 
 KEY = ["name", "strategy", "purpose", "dtype", "seed", "case_index"]
 

@@ -37,10 +37,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
-    import rescore.execute as ex
+    import rescore.worker.executor as ex
     from rescore.corpus.catalog import load_corpus
-    from rescore.runner import RunConfig, job_of
-    from rescore.schema import largest_numel
+    from rescore.engine.runner import RunConfig, job_of
+    from rescore.model.schema import largest_numel
 
     spent: dict[str, float] = {}
 

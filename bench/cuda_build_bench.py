@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from rescore.cuda_build import main
+from rescore.engine.cuda_build import main
 
 if __name__ == "__main__":
     sys.exit(main(["bench", *sys.argv[1:]]))

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from rescore.corpus.catalog import load_corpus
-from rescore.corpus.triggers import check_triggers
+from rescore.engine.triggers import check_triggers
 
 GPU_ONLY = {"int32_offset_overflow", "race_nonatomic"}
 

@@ -9,8 +9,8 @@ import argparse
 import json
 
 from rescore.corpus.catalog import load_corpus
-from rescore.corpus.triggers import run_trigger
-from rescore.sandbox import Worker
+from rescore.engine.sandbox import Worker
+from rescore.engine.triggers import run_trigger
 
 
 def main() -> None:

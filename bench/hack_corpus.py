@@ -16,9 +16,9 @@ sys.path.insert(0, str(REPO / "tests"))
 from conftest import toy_submission  # noqa: E402
 from test_hacks import EXPECTED, HANG_CFG, hack  # noqa: E402
 
-from rescore.findings import split  # noqa: E402
-from rescore.runner import RunConfig, run_submission  # noqa: E402
-from rescore.sandbox import Worker, network_isolation  # noqa: E402
+from rescore.engine.runner import RunConfig, run_submission  # noqa: E402
+from rescore.engine.sandbox import Worker, network_isolation  # noqa: E402
+from rescore.model.findings import split  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.problem import Problem, Submission
-from rescore.runner import RunConfig, run_submission
-from rescore.sandbox import Worker
-from rescore.tables import write_parquet
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.engine.sandbox import Worker
+from rescore.model.records import Problem, Submission
+from rescore.model.tables import write_parquet
 
 PROBLEM = """import torch
 import torch.nn as nn

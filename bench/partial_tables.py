@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from rescore.pipeline import calibrate, illusion, strategies, tolerances
-from rescore.tables import read_parquet, write_parquet
+from rescore.model.tables import read_parquet, write_parquet
+from rescore.stages import calibrate, illusion, strategies, tolerances
 
 
 def main() -> None:

@@ -32,9 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 def throughput(args: argparse.Namespace) -> dict:
     from rescore.corpus.catalog import load_corpus
+    from rescore.engine.runner import job_of
+    from rescore.engine.sandbox import Worker, run_with_retry
     from rescore.inputs.seeds import case_seed
-    from rescore.runner import job_of
-    from rescore.sandbox import Worker, run_with_retry
 
     sub = next(s for s in load_corpus() if s.name == args.entry)
     budget = args.budget

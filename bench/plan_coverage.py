@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def load_config(paths: list[str]) -> dict:
-    from rescore.settings import merge
+    from rescore.model.settings import merge
 
     config: dict = {}
     for path in paths:
@@ -38,9 +38,9 @@ def load_config(paths: list[str]) -> dict:
 
 def first_flag(worker, sub, cfg, cases: list[dict]) -> dict:
     """Run `sub` as `runner.run_submission` does, up to its first flagged fuzz case."""
-    from rescore.outcomes import FLAGGING
-    from rescore.runner import job_of
-    from rescore.sandbox import run_with_retry
+    from rescore.engine.runner import job_of
+    from rescore.engine.sandbox import run_with_retry
+    from rescore.model.outcomes import FLAGGING
 
     start = time.perf_counter()
     load = run_with_retry(worker, ("load", job_of(sub)), cfg.load_timeout_s)
@@ -64,8 +64,8 @@ def first_flag(worker, sub, cfg, cases: list[dict]) -> dict:
 
 def coverage(subs: list, cfg, workers: int, on_result) -> list[dict]:
     """`first_flag` for every submission under `cfg`'s plan, `workers` sandboxed workers at once."""
-    from rescore.runner import plan_cases
-    from rescore.sandbox import Worker
+    from rescore.engine.runner import plan_cases
+    from rescore.engine.sandbox import Worker
 
     chunks = [subs[i::workers] for i in range(workers)]
 
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     from rescore.corpus.catalog import load_corpus
-    from rescore.pipeline import run_config
+    from rescore.stages import run_config
 
     config = load_config(args.configfile)
     cfg = run_config(config)

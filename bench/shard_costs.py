@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.problem import submission_from_dict
-from rescore.shards import COSTS, COSTS_CUDA, assign, load_costs
+from rescore.engine.shards import COSTS, COSTS_CUDA, assign, load_costs
+from rescore.model.records import submission_from_dict
 
 HARNESS_S_PER_CASE = 0.005
 _LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (?:(shard \d+ of \d+:)|(\S+): \d+ cases)")

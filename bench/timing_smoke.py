@@ -20,8 +20,8 @@ import time
 import pandas as pd
 
 from rescore.corpus.catalog import load_corpus
-from rescore.tables import write_parquet
-from rescore.timing_stage import settings, time_submissions
+from rescore.engine.timing_stage import settings, time_submissions
+from rescore.model.tables import write_parquet
 
 SHOWN = ["name", "label", "status", "median_ms", "p10_ms", "p90_ms", "min_ms", "max_ms", "repeats", "capped",
          "ref_median_ms", "speedup", "wall_s", "reason"]

@@ -36,7 +36,7 @@ print(outcomes.to_string())
 # The verdicts figure, redrawn from the table alone.
 
 # %%
-from rescore.figures import verdicts_figure  # noqa: E402
+from rescore.analysis.figures import verdicts_figure  # noqa: E402
 
 out = RESULTS / "figures" / "verdicts_notebook.png"
 verdicts_figure(illusion, [str(out)])

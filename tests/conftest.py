@@ -20,7 +20,7 @@ def toy() -> Path:
 
 @pytest.fixture(scope="session")
 def worker():
-    from rescore.sandbox import Worker
+    from rescore.engine.sandbox import Worker
 
     w = Worker("cpu", 1 << 15)
     yield w
@@ -28,8 +28,8 @@ def worker():
 
 
 def toy_submission(problem: str, candidate: str, **kw):
-    from rescore.check import detect_language
-    from rescore.problem import Problem, Submission
+    from rescore.engine.check import detect_language
+    from rescore.model.records import Problem, Submission
 
     p = Problem(
         problem_id=f"toy/{Path(problem).stem}",
@@ -47,7 +47,7 @@ def toy_submission(problem: str, candidate: str, **kw):
 @pytest.fixture(autouse=True)
 def failure_store(tmp_path, monkeypatch):
     """Each test starts with an empty regression memory."""
-    from rescore import regressions
+    from rescore.engine import failure_store as regressions
 
     store = tmp_path / "failure-store"
     monkeypatch.setattr(regressions, "DEFAULT_STORE", store)

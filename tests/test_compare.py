@@ -73,7 +73,7 @@ def test_slack_from_the_reference_error_admits_a_correct_reduction():
 
 
 def test_a_small_gpu_case_is_judged_on_host_copies_and_a_large_one_where_it_is():
-    import rescore.execute as ex
+    import rescore.worker.executor as ex
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.device = "meta"  # only the placement rule is under test: it reads the device name
@@ -88,7 +88,7 @@ def test_a_small_gpu_case_is_judged_on_host_copies_and_a_large_one_where_it_is()
 
 
 def test_a_small_gpu_case_has_its_float64_truth_computed_on_the_host():
-    import rescore.execute as ex
+    import rescore.worker.executor as ex
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.device = "cuda"  # the rule reads the device name only
@@ -101,7 +101,7 @@ def test_a_small_gpu_case_has_its_float64_truth_computed_on_the_host():
 
 
 def test_digests_of_several_groups_are_each_groups_digest():
-    from rescore.integrity import digest, digests
+    from rescore.worker.integrity import digest, digests
 
     a, b = torch.arange(6.0), torch.ones(2, 3)
     assert digests([a, 1], [b], None) == [digest([a]), digest([b]), digest([])]
@@ -109,7 +109,7 @@ def test_digests_of_several_groups_are_each_groups_digest():
 
 
 def test_a_second_run_that_differs_only_in_rounding_passes_and_one_that_is_wrong_fails():
-    import rescore.execute as ex
+    import rescore.worker.executor as ex
     from rescore.inputs.strategies import CaseSpec
 
     executor = ex.Executor("cpu", 1 << 20)

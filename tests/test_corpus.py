@@ -6,8 +6,8 @@ from collections import Counter, defaultdict
 import pytest
 
 from rescore.corpus.catalog import catalog_markdown, load_corpus
-from rescore.corpus.triggers import check_triggers
-from rescore.runner import RunConfig, run_submission
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.engine.triggers import check_triggers
 
 GPU_ONLY = {"int32_offset_overflow", "race_nonatomic"}
 

@@ -11,11 +11,11 @@ import yaml
 from conftest import REPO
 
 from rescore.corpus.catalog import load_corpus
+from rescore.engine.runner import plan_cases
 from rescore.inputs.strategies import STRATEGIES, get_strategy
-from rescore.pipeline import run_config, static_archs
-from rescore.runner import plan_cases
-from rescore.schema import OpSchema
-from rescore.settings import effective_config, is_light, merge
+from rescore.model.schema import OpSchema
+from rescore.model.settings import effective_config, is_light, merge
+from rescore.stages import run_config, static_archs
 
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 FULL = merge(CONFIG, yaml.safe_load((REPO / "config" / "config.full.yaml").read_text()))

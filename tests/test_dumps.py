@@ -16,12 +16,12 @@ import pytest
 import torch
 from conftest import REPO
 
-from rescore.check import check_pair, pair_from_files
-from rescore.dumps import ADAPTERS, read_dump
-from rescore.dumps.annotations import AnnotationError
-from rescore.dumps.common import ingest_error
-from rescore.problem import cuda_only, load_module
-from rescore.runner import RunConfig, run_submission
+from rescore.engine.check import check_pair, pair_from_files
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.ingest import ADAPTERS, read_dump
+from rescore.ingest.annotations import AnnotationError
+from rescore.ingest.common import ingest_error
+from rescore.model.records import cuda_only, load_module
 
 FIX = REPO / "tests" / "fixtures" / "dumps"
 KB = {"format": "kernelbench", "path": str(FIX / "kernelbench")}
@@ -408,8 +408,8 @@ def test_pairs_wrappers_run_and_cuda_is_skipped_on_cpu(worker):
 
 
 def test_error_rows_survive_the_manifest_and_are_never_a_verdict(tmp_path, worker):
-    from rescore.pipeline import ingest
-    from rescore.problem import submission_from_dict
+    from rescore.model.records import submission_from_dict
+    from rescore.stages import ingest
 
     root = copy_fixture(tmp_path, "gpuemu")
     (root / "data" / "bias_add_buggy" / "kernel.py").unlink()
@@ -504,7 +504,7 @@ def test_cudal1_submissions_run_on_the_cpu_and_cuda_is_skipped(worker):
 
 
 def test_rescored_table_counts_claims_reproductions_and_illusions():
-    from rescore.rescored import rescored_table
+    from rescore.analysis.rescored import rescored_table
 
     subs = pd.DataFrame(
         [
@@ -553,7 +553,7 @@ def test_rescored_table_counts_claims_reproductions_and_illusions():
 
 
 def test_degenerate_problems_zeros_pass_a_long_softmax_but_not_relu():
-    from rescore.rescored import degenerate_table
+    from rescore.analysis.rescored import degenerate_table
 
     problems = {s.problem.problem_id: s.problem for s in read_dump("kb", KB)}
     df = degenerate_table([("kb", problems["kb/level1/23"]), ("kb", problems["kb/level1/19"])], RunConfig())
@@ -568,7 +568,7 @@ def test_degenerate_problems_zeros_pass_a_long_softmax_but_not_relu():
 
 
 def test_cuda_prebuild_without_a_gpu_marks_every_cuda_submission_skipped(tmp_path):
-    from rescore.cuda_build import prebuild
+    from rescore.engine.cuda_build import prebuild
 
     subs = read_dump("kb", KB) + read_dump("arch", PAIRS)
     df = prebuild(subs, "cpu", tmp_path)
@@ -578,7 +578,7 @@ def test_cuda_prebuild_without_a_gpu_marks_every_cuda_submission_skipped(tmp_pat
 
 
 def test_extension_folders_are_per_source_so_equal_names_never_collide(tmp_path, monkeypatch):
-    from rescore.cuda_build import activate, extensions_dir
+    from rescore.engine.cuda_build import activate, extensions_dir
 
     a = 'load_inline(name="ext", cpp_sources="int f() { return 1; }")'
     b = 'load_inline(name="ext", cpp_sources="int f() { return 2; }")'
@@ -600,7 +600,7 @@ def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_buil
     and flags; `verbose` aside) and builds anything else, as torch would."""
     from torch.utils import cpp_extension
 
-    from rescore import cuda_build
+    from rescore.engine import cuda_build
 
     built, imported = [], []
 
@@ -637,8 +637,8 @@ def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_buil
 @pytest.mark.skipif(shutil.which("ninja") is None and shutil.which("c++") is None, reason="needs ninja and c++")
 def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     """A C++-only load_inline stands in for CUDA (no GPU here): the build machinery is the same."""
-    from rescore.cuda_build import extensions_dir, prebuild, recorded_failure
-    from rescore.problem import Problem, Submission
+    from rescore.engine.cuda_build import extensions_dir, prebuild, recorded_failure
+    from rescore.model.records import Problem, Submission
 
     good = (
         "import torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
@@ -657,7 +657,7 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     assert warm["cached"].all() and (warm["seconds"] == 0).all() and list(warm["status"]) == list(cold["status"])
     # the check worker reuses the build: importing after activate() compiles nothing
     probe = (
-        "import sys, time; from rescore.cuda_build import activate; src = open(sys.argv[1]).read(); "
+        "import sys, time; from rescore.engine.cuda_build import activate; src = open(sys.argv[1]).read(); "
         "activate(src, sys.argv[2]); t = time.time(); exec(compile(src, 'k.py', 'exec')); "
         "print(time.time() - t)"
     )

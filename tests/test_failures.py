@@ -5,9 +5,9 @@ import json
 import pandas as pd
 from conftest import toy_submission
 
-from rescore.runner import RunConfig, run_submission
-from rescore.shrink import first_fuzz_failure, shrink_failure, shrunk_record
-from rescore.tables import read_parquet, write_parquet
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.engine.shrink import first_fuzz_failure, shrink_failure, shrunk_record
+from rescore.model.tables import read_parquet, write_parquet
 
 
 def test_stored_failures_are_replayed_first(worker):

@@ -18,11 +18,11 @@ import yaml
 from conftest import REPO, toy_submission
 from test_workflow import SNAKEMAKE, TINY
 
-from rescore.malformed import check_tables
-from rescore.problem import Submission
-from rescore.runner import RunConfig, run_submission
-from rescore.sandbox import Worker
-from rescore.tables import read_parquet, write_parquet
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.engine.sandbox import Worker
+from rescore.model.malformed import check_tables
+from rescore.model.records import Submission
+from rescore.model.tables import read_parquet, write_parquet
 
 CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
 TABLES = ["results/tables/cases.parquet", "results/tables/submissions.parquet", "results/tables/illusion.parquet"]

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TOY, toy_submission
 
-from rescore.check import detect_language
-from rescore.findings import FINDINGS, split
-from rescore.outcomes import ALL_OUTCOMES, FLAGGING
-from rescore.problem import Submission
-from rescore.runner import RunConfig, run_submission
+from rescore.engine.check import detect_language
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.model.findings import FINDINGS, split
+from rescore.model.outcomes import ALL_OUTCOMES, FLAGGING
+from rescore.model.records import Submission
 
 HACKS = REPO / "tests" / "fixtures" / "hacks"
 CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=30, load_timeout_s=300)
@@ -141,7 +141,7 @@ def test_native_code_cannot_reach_the_network_either(tmp_path, worker):
     parent's loopback is out of the worker's reach (the candidate answers wrong if it reaches it)."""
     import socket
 
-    from rescore.sandbox import network_isolation
+    from rescore.engine.sandbox import network_isolation
 
     if not network_isolation():
         pytest.skip("no network namespace on this machine: the audit hook is the only guard (docs/hostile.md)")

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter as interp
 
-from rescore import interpreter_speed
+from rescore.runtime import interpreter_speed
 
 
 @triton.jit
@@ -53,7 +53,7 @@ def test_the_memoized_dtype_table_and_the_dead_overflow_check():
 def test_a_scalar_held_in_a_one_element_array_indexes_as_an_int(monkeypatch):
     """Triton 3.6's interpreter did `int(self.handle.data)`, which NumPy 2.4 refuses for a 1-d array
     of one element (every `range(0, n, BLOCK)` over a runtime n failed); the compat patch squeezes."""
-    from rescore import interpreter_compat
+    from rescore.runtime import interpreter_compat
 
     class Scope:
         def set_attr(self, obj, name, value):

@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 from conftest import REPO, TOY, toy_submission
 
-from rescore.check import detect_language
 from rescore.corpus.catalog import CorpusError, load_corpus
-from rescore.dumps import kernelbench
-from rescore.dumps.common import ingest_error
-from rescore.malformed import source_defect, unreadable
-from rescore.problem import Problem, Submission
-from rescore.runner import RunConfig, run_submission
-from rescore.tables import write_parquet
+from rescore.engine.check import detect_language
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.ingest import kernelbench
+from rescore.ingest.common import ingest_error
+from rescore.model.malformed import source_defect, unreadable
+from rescore.model.records import Problem, Submission
+from rescore.model.tables import write_parquet
 
 MALFORMED = REPO / "tests" / "fixtures" / "malformed"
 CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)

@@ -4,8 +4,8 @@ from collections import Counter
 
 from conftest import toy_submission
 
+from rescore.engine.runner import RunConfig, run_submission
 from rescore.oracle.fixed import trial_seeds
-from rescore.runner import RunConfig, run_submission
 
 CFG = RunConfig(strategies={"default": 6, "boundary": 6}, dtypes=("float32", "float16"))
 

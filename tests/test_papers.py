@@ -14,8 +14,8 @@ import pytest
 import yaml
 from conftest import REPO
 
-from rescore.papers import match, p1, p2, p3, p4, published, stage
-from rescore.tables import SCHEMAS, read_parquet, write_parquet
+from rescore.analysis.papers import match, p1, p2, p3, p4, published, stage
+from rescore.model.tables import SCHEMAS, read_parquet, write_parquet
 
 PUBLISHED = REPO / "config" / "published"
 TABLES = ["p1_verdicts", "p1_headline", "p2_headline", "p2_tightening", "p3_headline", "p3_shape", "p4_paired"]

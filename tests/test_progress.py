@@ -19,7 +19,7 @@ import time
 
 from conftest import REPO, TOY
 
-from rescore.progress import (
+from rescore.engine.progress import (
     ShardProgress,
     Snapshot,
     parse_snakemake_log,
@@ -28,7 +28,7 @@ from rescore.progress import (
     status_line,
     write_plan,
 )
-from rescore.runner import Progress
+from rescore.engine.runner import Progress
 
 SNAKEMAKE_LOG = """\
 Job stats:
@@ -146,7 +146,7 @@ def test_make_all_on_a_terminal_draws_the_line_and_keeps_snakemakes_output(tmp_p
     fake.write_text(textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(REPO / 'src')!r})
-        from rescore.progress import ShardProgress, write_plan
+        from rescore.engine.progress import ShardProgress, write_plan
         print({SNAKEMAKE_LOG!r}, flush=True)
         write_plan("results/progress/corpus", "corpus", {{0: {{"submissions": 1, "cases": 4, "weight": 1.0}}}})
         shard = ShardProgress("results/progress/corpus", "corpus", 0, [("relu_triton", 4, 1.0)])

@@ -5,8 +5,8 @@ from collections import Counter
 
 from conftest import toy_submission
 
-from rescore.runner import RunConfig, run_submission
-from rescore.sandbox import Worker
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.engine.sandbox import Worker
 
 CFG = RunConfig(strategies={"default": 1}, dtypes=("float32", "float16"), timeout_s=15)
 
@@ -70,7 +70,7 @@ def test_a_refused_cuda_launch_keeps_the_worker_a_poisoned_context_restarts_it(m
 
     import pytest
 
-    from rescore import execute
+    from rescore.worker import executor as execute
 
     harness = types.SimpleNamespace(findings=set(), candidate_file=None, _hog=lambda exc: False)
     refused = RuntimeError("CUDA error: invalid configuration argument")
@@ -85,7 +85,7 @@ def test_a_refused_cuda_launch_keeps_the_worker_a_poisoned_context_restarts_it(m
 def test_without_a_gpu_the_cuda_context_counts_as_unusable():
     import torch
 
-    from rescore.execute import cuda_context_usable
+    from rescore.worker.executor import cuda_context_usable
 
     assert cuda_context_usable() is torch.cuda.is_available()
 
@@ -97,7 +97,7 @@ def test_large_tensors_hash_in_chunks_the_same_on_any_number_of_threads(monkeypa
 
     import torch
 
-    from rescore import integrity
+    from rescore.worker import integrity
 
     x = torch.arange(4096, dtype=torch.float64)
     plain = hashlib.sha256()
@@ -124,7 +124,7 @@ def test_triton_compile_error_names_its_source_line_and_cause():
 
     from triton.compiler.errors import CompilationError
 
-    from rescore.execute import classify_exception
+    from rescore.worker.executor import classify_exception
 
     src = "def k(z):\n    th = 1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0)\n"
     node = ast.parse(src).body[0].body[0].value

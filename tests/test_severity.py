@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rescore.severity import ALL_TIERS, SPECIAL_VALUES, TIERS, FailingCase, describe, submission_tier, tier
+from rescore.analysis.severity import ALL_TIERS, SPECIAL_VALUES, TIERS, FailingCase, describe, submission_tier, tier
 
 OWN = {"B": 4, "N": 4096}  # the benchmark's own sizes (its fixed-check rows ran at these)
 OWN_JSON = '{"B": 4, "N": 4096}'
@@ -93,8 +93,8 @@ def _tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_the_rescored_table_counts_illusions_per_tier_with_wilson_intervals():
-    from rescore.rescored import rescored_table
-    from rescore.study import illusion_table, wilson
+    from rescore.analysis.rescored import rescored_table
+    from rescore.analysis.study import illusion_table, wilson
 
     cases, subs = _tables()
     ill = illusion_table(cases, subs)

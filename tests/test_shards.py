@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from rescore.corpus.catalog import load_corpus
-from rescore.shards import COSTS, assign, load_costs, machine_cores, shard_threads
+from rescore.engine.shards import COSTS, assign, load_costs, machine_cores, shard_threads
 
 
 def test_every_submission_lands_in_exactly_one_shard_and_the_work_is_balanced():
@@ -54,7 +54,7 @@ def test_a_shard_claims_its_share_of_cores_when_asked_for_more_than_the_machine_
 def test_a_gpu_run_balances_by_gpu_costs_where_they_were_measured(tmp_path, monkeypatch):
     """On the H200 the CPU's costs put 134 s in one shard of a 202 s check stage (the GPU costs
     differ in kind: Triton's JIT, not the interpreter); a GPU run reads the GPU's own file."""
-    from rescore import shards
+    from rescore.engine import shards
 
     subs = load_corpus()
     gpu = shards.load_costs(shards.COSTS_CUDA)

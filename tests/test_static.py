@@ -385,8 +385,8 @@ def test_emulated_cuda_device_places_cuda_tensors_on_the_cpu_and_nothing_else():
 def gpu_entries(tmp_path_factory):
     """The gpuemu fixture's CUDA-only Triton entry, a seeded variant of it (its bias add dropped), one
     that needs more of CUDA (synchronize), and the entry's generated file without the CUDA-only mark."""
-    from rescore.dumps import read_dump
-    from rescore.problem import CUDA_ONLY_MARKER
+    from rescore.ingest import read_dump
+    from rescore.model.records import CUDA_ONLY_MARKER
     from rescore.static.study import as_entry
 
     root = tmp_path_factory.mktemp("gpuemu") / "gpuemu"

@@ -10,12 +10,12 @@ import pandas as pd
 import torch
 from conftest import REPO, toy_submission
 
-from rescore.check import detect_language, summarize
-from rescore.pacing import SUBMISSION_BUDGET_S, Pace, settled_reason, stopped_early, submission_budget
-from rescore.problem import Submission
-from rescore.runner import RunConfig, job_of, run_submission
-from rescore.study import illusion_table
-from rescore.uncertainty import statement
+from rescore.analysis.study import illusion_table
+from rescore.analysis.uncertainty import statement
+from rescore.engine.check import detect_language, summarize
+from rescore.engine.pacing import SUBMISSION_BUDGET_S, Pace, settled_reason, stopped_early, submission_budget
+from rescore.engine.runner import RunConfig, job_of, run_submission
+from rescore.model.records import Submission
 
 ROW = {"outcome": "crash", "reason": "the worker died"}
 
@@ -75,7 +75,7 @@ def test_a_spent_budget_stops_the_next_case_and_says_how_many_ran():
 
 
 def test_a_settled_submission_or_a_spent_budget_is_not_shrunk():
-    from rescore.shrink import shrink_failure
+    from rescore.engine.shrink import shrink_failure
 
     failure = {"seed": 1, "sizes": '{"dim": 64}', "dtype": "float32", "outcome": "crash"}
     settled = "settled: 2 cases in a row crashed the worker the same way (signal 11)"
@@ -143,7 +143,7 @@ def test_two_load_inline_names_with_the_same_sources_resolve_to_one_library(tmp_
     a fresh worker, imports that library; other sources or flags still build."""
     from torch.utils import cpp_extension
 
-    from rescore import cuda_build
+    from rescore.engine import cuda_build
 
     built, imported = [], []
 
@@ -185,7 +185,7 @@ def test_two_load_inline_names_with_the_same_sources_resolve_to_one_library(tmp_
 def test_a_prebuilt_library_is_matched_by_content_not_name(tmp_path, monkeypatch):
     from torch.utils import cpp_extension
 
-    from rescore import cuda_build
+    from rescore.engine import cuda_build
 
     def fake_load_inline(name, cpp_sources, functions=None, verbose=False, build_directory=None):
         raise AssertionError("built again")
@@ -213,7 +213,7 @@ def test_a_prebuilt_library_is_matched_by_content_not_name(tmp_path, monkeypatch
 def test_a_host_truth_measured_slow_moves_its_case_and_the_problems_heavier_cases_to_the_device():
     """A KernelBench level 2 convolution reads few elements and does much work: the size estimate
     sends it to the host, the timed host run (a convolution's, say 50 ms) moves it to the device."""
-    import rescore.execute as ex
+    import rescore.worker.executor as ex
 
     executor = ex.Executor("cpu", 1 << 20)
     sub = toy_submission("problem_scale.py", "torch_correct.py")
@@ -236,7 +236,7 @@ def test_a_host_truth_measured_slow_moves_its_case_and_the_problems_heavier_case
 
 
 def test_the_truth_run_on_the_host_is_timed_without_building_the_module():
-    import rescore.execute as ex
+    import rescore.worker.executor as ex
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission("problem_scale.py", "torch_correct.py")))
@@ -253,7 +253,7 @@ def test_the_prebuild_instantiates_a_model_that_builds_in_its_init(tmp_path, mon
 
     from torch.utils import cpp_extension
 
-    from rescore.cuda_build import _import_for_build
+    from rescore.engine.cuda_build import _import_for_build
 
     monkeypatch.setattr(cpp_extension, "load_inline", lambda name, cpp_sources, **kw: f"lib {name}")
     sub = tmp_path / "submission.py"

@@ -6,8 +6,8 @@ import json
 
 import pandas as pd
 
-from rescore.study import observable
-from rescore.tolerance_study import evaluation_frame
+from rescore.analysis.study import observable
+from rescore.analysis.tolerance_study import evaluation_frame
 
 
 def _cases() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -41,7 +41,7 @@ def test_a_gpu_only_bug_counts_on_the_gpu_and_not_under_the_interpreter():
 def test_a_dtype_no_control_calibrated_is_left_out_of_every_policy_and_named():
     import json
 
-    from rescore.tolerance_study import calibrate, tolerances_table
+    from rescore.analysis.tolerance_study import calibrate, tolerances_table
 
     subs = pd.DataFrame([
         {"submission_id": "ctl", "label": "correct", "bug_class": None, "op": "matmul"},
@@ -77,7 +77,7 @@ def test_every_strategy_tests_a_submission_only_in_the_dtypes_it_claims():
 
     from conftest import toy_submission
 
-    from rescore.runner import RunConfig, plan_cases, unclaimed_rows
+    from rescore.engine.runner import RunConfig, plan_cases, unclaimed_rows
 
     cfg = RunConfig(
         strategies={"default": 2, "single_dtype_fp16": 2, "single_dtype_bf16": 2}, calibration={"default": 3}
@@ -105,7 +105,7 @@ def test_every_strategy_tests_a_submission_only_in_the_dtypes_it_claims():
 def test_unclaimed_dtype_cases_are_recorded_skipped_and_never_run(worker):
     from conftest import toy_submission
 
-    from rescore.runner import RunConfig, run_submission
+    from rescore.engine.runner import RunConfig, run_submission
 
     cfg = RunConfig(strategies={"default": 2, "single_dtype_fp16": 2}, dtypes=("float32",))
     sub = toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",))
@@ -139,9 +139,9 @@ def _claims_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_a_case_in_an_unclaimed_dtype_counts_in_no_table():
-    from rescore.rescored import rescored_table
-    from rescore.strategies_study import study_cases
-    from rescore.study import illusion_table
+    from rescore.analysis.rescored import rescored_table
+    from rescore.analysis.strategies_study import study_cases
+    from rescore.analysis.study import illusion_table
 
     cases, subs = _claims_tables()
     ill = illusion_table(cases, subs).set_index("submission_id")
@@ -156,7 +156,7 @@ def test_a_case_in_an_unclaimed_dtype_counts_in_no_table():
 
 
 def test_the_wilson_interval_holds_the_rate_and_is_exact_at_the_ends():
-    from rescore.study import wilson
+    from rescore.analysis.study import wilson
 
     for n in range(1, 1500):
         for k in sorted({0, 1, n // 3, n - 1, n}):
@@ -183,7 +183,7 @@ def test_op_domain_gives_reductions_rows_whose_exp_underflows():
 def test_paired_recall_counts_a_bug_only_where_its_control_passes_the_same_input():
     import pandas as pd
 
-    from rescore.tolerance_study import POLICIES, policy_table
+    from rescore.analysis.tolerance_study import POLICIES, policy_table
 
     rows = [("ctl", "correct", None, 1), ("ctl", "correct", None, 2),
             ("bug", "buggy", "ctl", 1), ("bug", "buggy", "ctl", 2),
@@ -224,10 +224,10 @@ def test_a_case_past_the_large_draw_takes_its_shapes_from_the_meta_device(monkey
     import torch
     from conftest import toy_submission
 
-    import rescore.execute as ex
+    import rescore.worker.executor as ex
+    from rescore.engine.runner import job_of
     from rescore.inputs.seeds import sub_seed
     from rescore.inputs.strategies import CaseSpec
-    from rescore.runner import job_of
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission("problem_scale.py", "scale_correct.py")))
@@ -249,7 +249,7 @@ def test_a_case_past_the_large_draw_takes_its_shapes_from_the_meta_device(monkey
 
 
 def test_the_statement_names_ops_never_tested_past_the_benchmarks_size():
-    from rescore.uncertainty import never_past_the_benchmark
+    from rescore.analysis.uncertainty import never_past_the_benchmark
 
     def row(sid, oracle, shape, outcome="pass"):
         return {"submission_id": sid, "oracle": oracle, "shapes": json.dumps([shape]), "outcome": outcome}
@@ -271,8 +271,8 @@ def test_a_case_whose_free_draws_the_reference_rejects_varies_one_size_at_a_time
 
     from conftest import toy_submission
 
-    import rescore.execute as ex
-    from rescore.runner import RunConfig, job_of, run_submission
+    import rescore.worker.executor as ex
+    from rescore.engine.runner import RunConfig, job_of, run_submission
 
     sub = toy_submission("problem_residual.py", "residual_correct.py", dtypes=("float32",))
     executor = ex.Executor("cpu", 1 << 15)

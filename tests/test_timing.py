@@ -13,10 +13,10 @@ import pytest
 import torch
 from conftest import toy_submission
 
-from rescore import timing
-from rescore.problem import submission_to_dict
-from rescore.tables import read_parquet
-from rescore.timing_stage import run_timing, settings, time_submissions
+from rescore.engine.timing_stage import run_timing, settings, time_submissions
+from rescore.model.records import submission_to_dict
+from rescore.model.tables import read_parquet
+from rescore.worker import timing
 
 CONFIG = {"device": "cpu", "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"}, "timeout_s": 2,
           "budget": {"cpu": 4096, "cuda": 65536}, "timing": {"warmup": 2, "repeats": 5, "budget_s": 0.5}}
@@ -67,8 +67,8 @@ def test_a_slow_kernel_runs_as_many_repeats_as_its_budget_holds_but_never_too_fe
 
 
 def test_a_torch_forward_and_its_reference_are_timed_on_cpu_tensors_through_the_executor():
-    import rescore.execute as ex
-    from rescore.runner import job_of
+    import rescore.worker.executor as ex
+    from rescore.engine.runner import job_of
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission("problem_scale.py", "torch_correct.py")))

@@ -113,8 +113,8 @@ LABELLED_COLUMNS = [f"{r}_{p}" for r in ("case_recall", "kernel_recall", "case_f
 
 
 def test_recall_counts_only_labelled_kernels_beside_unlabelled_ones():
-    from rescore.strategies_study import strategies_table, study_cases
-    from rescore.tolerance_study import calibrate, tolerances_table
+    from rescore.analysis.strategies_study import strategies_table, study_cases
+    from rescore.analysis.tolerance_study import calibrate, tolerances_table
 
     cases, subs = _mixed()
     labelled = subs[subs["label"].isin(["correct", "buggy"])]
@@ -142,9 +142,15 @@ def test_recall_counts_only_labelled_kernels_beside_unlabelled_ones():
 def test_study_tables_and_figures_on_a_run_where_no_case_ran(tmp_path, monkeypatch):
     """A dump whose every case was skipped (CUDA C on the CPU): empty tables with their columns, and
     figures that say why they are empty."""
-    from rescore import figures
-    from rescore.strategies_study import budget_table, by_class_table, heatmap_table, strategies_table, study_cases
-    from rescore.tolerance_study import POLICIES, calibrate, sweep_table, tightening_table, tolerances_table
+    from rescore.analysis import figures
+    from rescore.analysis.strategies_study import (
+        budget_table,
+        by_class_table,
+        heatmap_table,
+        strategies_table,
+        study_cases,
+    )
+    from rescore.analysis.tolerance_study import POLICIES, calibrate, sweep_table, tightening_table, tolerances_table
 
     cases, subs = _mixed()
     cases = cases.assign(outcome="skipped")

@@ -79,7 +79,7 @@ def test_all_outputs_exist(run_dir):
 
 
 def test_the_check_shards_leave_their_progress_and_rescore_progress_reads_it(run_dir):
-    """Each check shard kept a progress file (rescore.progress): its counts are the cases it wrote."""
+    """Each check shard kept a progress file (rescore.engine.progress): its counts are the cases it wrote."""
     cases = pd.read_parquet(run_dir / "results/tables/cases.parquet")
     plan = json.loads((run_dir / "results/progress/toy/plan.json").read_text())
     shards = [json.loads((run_dir / f"results/progress/toy/shard-{k}.json").read_text()) for k in range(TINY["shards"])]

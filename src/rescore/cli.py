@@ -17,8 +17,8 @@ CHECK_TIMEOUT_S = {"cpu": 30.0, "cuda": 120.0}
 
 
 def _config(args: argparse.Namespace):
-    from rescore.pacing import SUBMISSION_BUDGET_S
-    from rescore.runner import RunConfig, resolve_device
+    from rescore.engine.pacing import SUBMISSION_BUDGET_S
+    from rescore.engine.runner import RunConfig, resolve_device
 
     device = resolve_device(args.device)
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
@@ -41,9 +41,9 @@ def _config(args: argparse.Namespace):
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rescore.check import check_pair, human_summary, pair_from_files
+    from rescore.engine.check import check_pair, human_summary, pair_from_files
+    from rescore.engine.runner import Progress, plan_cases
     from rescore.inputs.strategies import STRATEGIES
-    from rescore.runner import Progress, plan_cases
 
     for name in [] if args.strategies == STUDY else args.strategies.split(","):
         if name not in STRATEGIES:
@@ -67,7 +67,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from rescore.replay import replay_cli
+    from rescore.engine.replay import replay_cli
 
     return replay_cli(args)
 
@@ -87,7 +87,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 
 
 def cmd_progress(args: argparse.Namespace) -> int:
-    from rescore.progress import run_with_progress, show
+    from rescore.engine.progress import run_with_progress, show
 
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
@@ -96,7 +96,7 @@ def cmd_progress(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rescore.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, SUBMISSION_BUDGET_S
+    from rescore.engine.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, SUBMISSION_BUDGET_S
 
     parser = argparse.ArgumentParser(prog="rescore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

@@ -2,7 +2,7 @@
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from rescore.shards import shard_threads
+from rescore.engine.shards import shard_threads
 
 
 configfile: "config/config.yaml"
@@ -12,7 +12,7 @@ validate(config, "../../config/config.schema.yaml")
 
 DUMPS = list(config["dumps"])
 SHARDS = list(range(int(config["shards"])))
-# One core per check shard, even when --cores is more than the machine has (rescore.shards);
+# One core per check shard, even when --cores is more than the machine has (rescore.engine.shards);
 # profiles may set-threads.
 try:
     SHARD_THREADS = shard_threads(workflow.cores)

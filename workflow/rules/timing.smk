@@ -3,7 +3,7 @@
 # config `timing: {dumps, warmup, repeats, budget_s}`; dumps default to the papers dump.
 # Without a CUDA GPU every row is `skipped` (cheap: no worker starts). On a GPU the stage runs after
 # every check, so that no other job shares the GPU while kernels are timed.
-from rescore.timing_stage import shares_a_gpu
+from rescore.engine.timing_stage import shares_a_gpu
 
 TIMING = config.get("timing", {})
 TIMING_DUMPS = list(TIMING.get("dumps") or [PAPERS_DUMP])

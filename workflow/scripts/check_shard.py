@@ -1,6 +1,6 @@
 """Shim: run one shard of one dump's submissions (and shrink their first fuzz failures)."""
 
-from rescore.pipeline import run_shard, setup_logging
+from rescore.stages import run_shard, setup_logging
 
 setup_logging(snakemake.log[0])
 run_shard(

@@ -1,6 +1,6 @@
 """Shim: concatenate tables of one schema."""
 
-from rescore.pipeline import concat_tables, setup_logging
+from rescore.stages import concat_tables, setup_logging
 
 setup_logging(snakemake.log[0])
 concat_tables(list(snakemake.input), snakemake.params.table, snakemake.output[0])

@@ -1,7 +1,7 @@
 """Shim: build every CUDA submission of every dump before the check stage (skipped without a GPU)."""
 
-from rescore.cuda_build import write_builds
-from rescore.pipeline import setup_logging
+from rescore.engine.cuda_build import write_builds
+from rescore.stages import setup_logging
 
 setup_logging(snakemake.log[0])
 write_builds(

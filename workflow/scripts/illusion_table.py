@@ -1,6 +1,6 @@
 """Shim: per submission, the fixed verdict beside the fuzz verdict."""
 
-from rescore.pipeline import illusion, setup_logging
+from rescore.stages import illusion, setup_logging
 
 setup_logging(snakemake.log[0])
 illusion(snakemake.input.cases, snakemake.input.submissions, snakemake.output[0])

@@ -1,6 +1,6 @@
 """Shim: read one dump into the submissions table and the manifest the check stage runs."""
 
-from rescore.pipeline import ingest, setup_logging
+from rescore.stages import ingest, setup_logging
 
 setup_logging(snakemake.log[0])
 ingest(

@@ -1,5 +1,5 @@
 """Shim: the static PTX study."""
-from rescore.pipeline import setup_logging, static, static_archs
+from rescore.stages import setup_logging, static, static_archs
 
 setup_logging(snakemake.log[0])
 static(list(snakemake.input.manifests), dict(snakemake.output), snakemake.threads, snakemake.params.cache,

@@ -1,5 +1,5 @@
 """Shim: the strategy study."""
-from rescore.pipeline import setup_logging, strategies
+from rescore.stages import setup_logging, strategies
 
 setup_logging(snakemake.log[0])
 strategies(snakemake.input.cases, snakemake.input.submissions, snakemake.params.seeds, dict(snakemake.output))

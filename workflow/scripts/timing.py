@@ -1,7 +1,7 @@
 """Shim: time every submission of the configured dumps on the GPU (all `skipped` without one)."""
 
-from rescore.pipeline import setup_logging
-from rescore.timing_stage import run_timing, settings
+from rescore.engine.timing_stage import run_timing, settings
+from rescore.stages import setup_logging
 
 setup_logging(snakemake.log[0])
 cfg = settings(snakemake.params.config, snakemake.params.default_dumps)

@@ -1,5 +1,5 @@
 """Shim: the tolerance study."""
-from rescore.pipeline import setup_logging, tolerances
+from rescore.stages import setup_logging, tolerances
 
 setup_logging(snakemake.log[0])
 tolerances(snakemake.input.cases, snakemake.input.submissions, snakemake.input.calibration,

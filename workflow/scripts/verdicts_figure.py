@@ -1,6 +1,6 @@
 """Shim: the verdicts figure."""
 
-from rescore.pipeline import setup_logging, verdicts
+from rescore.stages import setup_logging, verdicts
 
 setup_logging(snakemake.log[0])
 verdicts(snakemake.input[0], [snakemake.output.png, snakemake.output.pdf])

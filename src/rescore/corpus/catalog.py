@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from rescore.problem import Problem, Submission
+from rescore.model.records import Problem, Submission
 
 CORPUS_ROOT = Path(__file__).resolve().parent / "ops"
 LABELS = ("correct", "buggy")

@@ -6,7 +6,7 @@ import math
 import random
 from collections.abc import Callable
 
-from rescore.schema import OpSchema
+from rescore.model.schema import OpSchema
 
 NumelFn = Callable[[dict[str, int]], int]
 

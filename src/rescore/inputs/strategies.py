@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.shapes import NumelFn, draw_sizes
-from rescore.schema import OpSchema
+from rescore.model.schema import OpSchema
 
 
 @dataclass(frozen=True)

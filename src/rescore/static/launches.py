@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from rescore.problem import cuda_only
+from rescore.model.records import cuda_only
 from rescore.static import cache, emulated_cuda
 from rescore.static.loading import file_digest, load_module
 
@@ -251,7 +251,7 @@ def run_capture(job: dict) -> dict:
     import torch
     from triton.runtime import interpreter
 
-    from rescore import interpreter_compat, interpreter_speed
+    from rescore.runtime import interpreter_compat, interpreter_speed
 
     torch.set_num_threads(1)
     interpreter_compat.install()

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.analysis.study import LABELS
 from rescore.static.compile import ARCHS, compile_many
 from rescore.static.launches import capture_many
 from rescore.static.metrics import EXTRA_COLUMNS, METRIC_COLUMNS
-from rescore.study import LABELS
 
 ENTRY_COLUMNS = ("id", "op", "label", "language", "control", "bug_class")
 PAIR_COLUMNS = ["variant_id", "control_id", "op", "bug_class", "arch", "variant_outcome", "control_outcome",

@@ -141,7 +141,7 @@ def run_jobs(
     """
     if not jobs:
         return []
-    from rescore.shards import machine_cores
+    from rescore.engine.shards import machine_cores
 
     # no more workers than cores: each imports torch and triton (seconds) before its first job
     cores = machine_cores()

@@ -1,0 +1,221 @@
+"""Study tables derived from the `cases` table: nothing is aggregated away before this point."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import pandas as pd
+
+from rescore.analysis.severity import benchmark_sizes, submission_tier
+from rescore.engine.pacing import stopped_early
+from rescore.model.outcomes import FLAGGING
+from rescore.model.records import claims_dtype
+from rescore.model.schema import largest_numel
+
+GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
+"""Bug classes only a GPU can show: the interpreter runs program instances one after another (no
+race) and its sizes stay far below 2**31 elements (no 32-bit offset overflow). Under the
+interpreter such a variant computes correctly, so a study whose cases ran on the CPU leaves them
+out of recall: flagging one there would flag correct arithmetic."""
+OVERFLOW_ELEMENTS = 2**31  # a 32-bit element offset overflows only in a tensor at least this large
+
+
+LABELS = ("correct", "buggy")
+"""The labels recall and false positives are counted on. A submission with neither (every one of a
+real dump: `unknown`) is never a control or a bug; the study tables give it flag rates only."""
+UNLABELLED = "unlabelled"  # the study tables' label for a submission labelled neither correct nor buggy
+
+
+def study_label(labels: pd.Series) -> pd.Series:
+    """`correct` and `buggy` as they are, any other label (unknown, missing) as UNLABELLED."""
+    return labels.where(labels.isin(LABELS), UNLABELLED)
+
+
+def labels_note(buggy: int, correct: int, unlabelled: int) -> str:
+    """What a study row cannot say, from how many buggy, correct and unlabelled kernels it counts
+    ("" when it lacks nothing): recall needs buggy kernels, false positives need controls."""
+    parts = []
+    if not buggy:
+        parts.append("recall needs labels: no submission here is labelled buggy")
+    if not correct:
+        parts.append("false-positive rates need labels: no submission here is labelled correct")
+    if unlabelled and (buggy or correct):
+        parts.append("recall and false positives count labelled submissions only")
+    if unlabelled:
+        parts.append(f"flag rates count the {unlabelled} unlabelled submissions")
+    return "; ".join(parts)
+
+
+def _largest(shapes: object) -> int:
+    """Elements of the largest tensor of a case, from its `shapes` column (JSON), 0 if unknown."""
+    return largest_numel(json.loads(shapes)) if isinstance(shapes, str) else 0
+
+
+def observable(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows (cases with `device`, `bug_class` and, where known, `shapes`) whose bug can show
+    where and at the size the case ran: no GPU-only class on the CPU, and a 32-bit offset overflow
+    only in a case with a tensor of 2**31 elements or more (a fuzz budget of 2**20 never draws one;
+    only the variant's trigger does). Recall counts a bug only on cases that could expose it."""
+    gpu_only = (df["device"] == "cpu") & df["bug_class"].isin(GPU_ONLY_CLASSES)
+    overflow = df["bug_class"] == "int32_offset_overflow"
+    if "shapes" in df.columns:
+        big = df["shapes"].where(overflow).map(_largest) >= OVERFLOW_ELEMENTS
+    else:
+        big = pd.Series(False, index=df.index)
+    return df[~(gpu_only | (overflow & ~big))]
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval for k successes in n trials ((nan, nan) when n == 0)."""
+    if n <= 0:
+        return (math.nan, math.nan)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # the interval holds p; rounding put the lower end at 2e-19 for 0 of 1229 (a negative error bar)
+    return (0.0 if k == 0 else min(p, centre - half), 1.0 if k == n else max(p, centre + half))
+
+
+def failure_id(row: dict) -> str:
+    text = f"{row['submission_id']}|{row['oracle']}|{row['strategy']}|{row['seed']}|{row['dtype']}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def evaluation_fuzz(cases: pd.DataFrame) -> pd.DataFrame:
+    return cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
+
+
+def claimed(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.Series:
+    """Per case row, whether its dtype is one its submission claims (`problem.claims_dtype` on the
+    submissions table's `dtypes` and `declines`): a case outside the claim judges nothing. Rows of
+    submissions the table does not know (or tables without these columns), and rows without a
+    dtype, count as claimed."""
+    if "dtype" not in cases or "dtypes" not in submissions:
+        return pd.Series(True, index=cases.index, dtype=bool)
+    meta = submissions.drop_duplicates("submission_id").set_index("submission_id")
+    dtypes = meta["dtypes"]
+    declines = meta["declines"] if "declines" in meta else pd.Series(dtype=object)
+    lists = {sid: tuple(d for d in (v if isinstance(v, str) else "").split(",") if d) for sid, v in dtypes.items()}
+    refuses = {sid: v if isinstance(v, str) and v else None for sid, v in declines.items()}
+    return pd.Series(
+        [
+            not isinstance(dtype, str) or sid not in lists or claims_dtype(lists[sid], refuses.get(sid), dtype)
+            for sid, dtype in zip(cases["submission_id"], cases["dtype"])
+        ],
+        index=cases.index,
+        dtype=bool,
+    )
+
+
+def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
+    """Every flagged case, with what a reproducer needs (paths, trigger) and a stable id."""
+    flagged = cases[cases["outcome"].isin(FLAGGING)].copy()
+    if flagged.empty:
+        return flagged.assign(failure_id=[], problem_path=[], source_path=[], trigger=[], label=[], bug_class=[])
+    meta = submissions.set_index("submission_id")[["problem_path", "source_path", "trigger", "label", "bug_class"]]
+    flagged = flagged.join(meta, on="submission_id")
+    flagged["failure_id"] = [failure_id(r) for r in flagged.to_dict("records")]
+    return flagged.reset_index(drop=True)
+
+
+# A submission's first failure: the illusion table's first failing input, and the one shrunk.
+FIRST_FAILURE_ORDER = ["strategy", "dtype", "case_index"]
+
+
+def _first_failure(group: pd.DataFrame) -> dict | None:
+    bad = group[group["outcome"].isin(FLAGGING)]
+    if bad.empty:
+        return None
+    r = bad.sort_values(FIRST_FAILURE_ORDER).iloc[0]
+    return r.to_dict()
+
+
+def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
+    """One line for a flagged submission: its most common failure pattern, or `growing_with_reduction`
+    when it fails only at reduction lengths beyond every one it passed at."""
+    bad = fuzz[fuzz["outcome"].isin(FLAGGING)]
+    if bad.empty:
+        return None
+    good = fuzz[fuzz["outcome"] == "pass"]
+    if (
+        "reduction_len" in fuzz
+        and len(good)
+        and bad["reduction_len"].notna().all()
+        and good["reduction_len"].notna().all()
+    ):
+        if bad["reduction_len"].max() > 1 and bad["reduction_len"].min() > good["reduction_len"].median():
+            return "growing_with_reduction"
+    kinds = bad["diagnosis"].dropna()
+    kinds = kinds[kinds != ""]
+    if kinds.empty:
+        return bad["outcome"].mode().iloc[0]
+    return str(kinds.mode().iloc[0])
+
+
+def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
+    """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion, and
+    for a flagged one its severity tier (severity.py). Fuzz cases in dtypes the submission does not
+    claim are left out: they judge nothing."""
+    rows = []
+    cases = cases.assign(in_claim=claimed(cases, submissions))
+    own_sizes = benchmark_sizes(cases)
+    by_sub = {k: g for k, g in cases.groupby("submission_id")}
+    for sub in submissions.to_dict("records"):
+        g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
+        fixed = g[g["oracle"] == "fixed"]
+        fuzz = evaluation_fuzz(g[g["in_claim"]])
+        fixed_outcome = fixed["outcome"].iloc[0] if len(fixed) else "skipped"
+        fixed_verdict = "skipped" if fixed_outcome == "skipped" else ("pass" if fixed_outcome == "pass" else "fail")
+        ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
+        failed = int(ran["outcome"].isin(FLAGGING).sum())
+        declined = int((ran["outcome"] == "declined").sum())
+        if ran.empty:
+            fuzz_verdict = "skipped"
+        elif failed:
+            fuzz_verdict = "flagged"
+        elif declined:
+            fuzz_verdict = "declined"
+        else:
+            fuzz_verdict = "pass"
+        stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
+        first = _first_failure(fuzz)
+        severity = None
+        if fuzz_verdict == "flagged":
+            judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
+            severity = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
+        first_input = None
+        if first:
+            first_input = json.dumps(
+                {k: first.get(k) for k in ("strategy", "dtype", "seed", "sizes", "layout", "values")}, default=str
+            )
+        rows.append(
+            {
+                "submission_id": sub["submission_id"],
+                "name": sub["name"],
+                "dump": sub["dump"],
+                "op": sub["op"],
+                "language": sub["language"],
+                "label": sub["label"],
+                "bug_class": sub["bug_class"],
+                "fixed_verdict": fixed_verdict,
+                "fixed_reason": fixed["reason"].iloc[0] if len(fixed) else None,
+                "fuzz_verdict": fuzz_verdict,
+                "failed_cases": failed,
+                "total_cases": int(len(ran)),
+                "declined_cases": declined,
+                "skipped_cases": int((fuzz["outcome"] == "skipped").sum()),
+                # of those, never run: the submission's budget was spent, or it was settled (pacing.py)
+                "stopped_cases": int(len(stopped)),
+                "stopped_reason": stopped["reason"].iloc[0] if len(stopped) else None,
+                "first_failure_outcome": first["outcome"] if first else None,
+                "first_failing_input": first_input,
+                "first_failure_replay": first.get("replay") if first else None,
+                "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
+                "diagnosis": submission_diagnosis(fuzz),
+                "severity": severity,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,172 @@
+"""The uncertainty statement (`results/uncertainty.md`): what the tests covered, what they did not
+and why, and for every submission that passed, the 95% upper bound on its per-case failure
+probability under each sampling distribution. Every number is computed from the `cases` table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pandas as pd
+
+from rescore.analysis.study import GPU_ONLY_CLASSES, LABELS
+from rescore.engine.pacing import stopped_early
+from rescore.model.schema import largest_numel
+
+
+def upper_bound(failures: int, n: int, confidence: float = 0.95) -> float:
+    """One-sided exact (Clopper-Pearson) upper bound on a failure probability; 0 failures: 1-(1-c)^(1/n) ~ 3/n."""
+    if n <= 0:
+        return 1.0
+    if failures == 0:
+        return 1.0 - (1.0 - confidence) ** (1.0 / n)
+    from scipy.stats import beta
+
+    return float(beta.ppf(confidence, failures + 1, n - failures)) if failures < n else 1.0
+
+
+def _size_ranges(df: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    ranges: dict[str, list[int]] = defaultdict(list)
+    for s in df["sizes"].dropna():
+        for k, v in json.loads(s).items():
+            ranges[k].append(int(v))
+    return {k: (min(v), max(v)) for k, v in ranges.items()}
+
+
+def _largest(shapes: str | None) -> int:
+    return largest_numel(json.loads(shapes)) if isinstance(shapes, str) and shapes else 0
+
+
+def never_past_the_benchmark(cases: pd.DataFrame, ops: pd.Series) -> list[tuple[str, int, int]]:
+    """(op, largest fuzz input, the benchmark's largest input) for each op whose executed fuzz cases
+    never held more elements than the fixed-shape check's input: a kernel right up to the
+    benchmark's size and wrong past it (one hard-coded to it) passes all of them."""
+    ran = cases[cases["outcome"] != "skipped"].reset_index(drop=True)
+    ran = ran.assign(op=ran["submission_id"].map(ops))
+    largest = ran["shapes"].map(_largest)
+    fixed = largest[ran["oracle"] == "fixed"].groupby(ran["op"]).max()
+    fuzz = largest[ran["oracle"] == "fuzz"].groupby(ran["op"]).max()
+    return [(op, int(fuzz[op]), int(n)) for op, n in fixed.items() if op in fuzz and 0 < fuzz[op] <= n]
+
+
+def stopped_lines(fuzz: pd.DataFrame, submissions: pd.DataFrame) -> list[str]:
+    """The submissions whose remaining cases were not run (budget spent, or settled), each with how
+    many of its evaluation fuzz cases ran: their verdicts rest on those alone."""
+    stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
+    if stopped.empty:
+        return []
+    names = submissions.set_index("submission_id")["name"]
+    lines = ["", f"{stopped['submission_id'].nunique()} submissions were stopped before all their cases ran "
+                 "(`submission_budget_s`, `settle` in the config); their verdicts rest on the cases that ran:", "",
+             "| submission | fuzz cases run of planned | why the rest were not run |", "|---|---|---|"]
+    for sid, g in stopped.groupby("submission_id"):
+        planned = fuzz[fuzz["submission_id"] == sid]
+        ran = int((planned["outcome"] != "skipped").sum())
+        lines.append(f"| {names.get(sid, sid)} | {ran} of {len(planned)} | {g['reason'].iloc[0][:200]} |")
+    return lines
+
+
+def _fmt(p: float) -> str:
+    return f"{100 * p:.2g}%"
+
+
+def _labels_paragraph(submissions: pd.DataFrame) -> list[str]:
+    """A paragraph (and its blank line) on the submissions that carry no label, or nothing when all do."""
+    unlabelled = int((~submissions["label"].isin(LABELS)).sum())
+    if not unlabelled:
+        return []
+    return [f"{unlabelled} of {len(submissions)} submissions carry no label (correct or buggy), as a real dump's do: "
+            "their verdicts and outcomes below are what the tests found, but recall and false-positive rates need "
+            "labels, so the study tables count them only in flag rates (`needs_labels`, `note`) and never as bugs or "
+            "controls.", ""]
+
+
+def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataFrame, config: dict) -> str:
+    fuzz = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
+    ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
+    devices = sorted(ran["device"].dropna().unique()) or ["(none)"]
+    lines = [
+        "# What these tests cover, and what they cannot rule out",
+        "",
+        f"Generated from `results/tables/cases.parquet` ({len(cases)} cases, {len(fuzz)} fuzz cases on evaluation "
+        f"seeds, {len(ran)} of them executed) for {submissions['submission_id'].nunique()} submissions in dumps "
+        f"{', '.join(sorted(submissions['dump'].unique()))}; device {', '.join(devices)}; master seed "
+        f"{config.get('master_seed')}; strategies {', '.join(sorted(ran['strategy'].unique()))}.",
+        "",
+        *_labels_paragraph(submissions),
+        "## The input space covered",
+        "",
+        "| op | sizes (min..max per dim) | dtypes | value classes | layouts | cases |",
+        "|---|---|---|---|---|---|",
+    ]
+    ops = submissions.set_index("submission_id")["op"]
+    ran = ran.assign(op=ran["submission_id"].map(ops))
+    for op, g in ran.groupby("op"):
+        sizes = ", ".join(f"{k} {lo}..{hi}" for k, (lo, hi) in sorted(_size_ranges(g).items()))
+        lines.append(f"| {op} | {sizes} | {', '.join(sorted(g['dtype'].unique()))} | "
+                     f"{', '.join(sorted(g['values'].dropna().unique()))} | "
+                     f"{', '.join(sorted(g['layout'].dropna().unique()))} | {len(g)} |")
+    lines += ["", "## What was not covered, and why", ""]
+    skipped = fuzz[fuzz["outcome"] == "skipped"]
+    stopped = skipped["reason"].map(stopped_early).astype(bool)
+    if len(skipped[~stopped]):
+        lines += ["| reason | cases | submissions |", "|---|---|---|"]
+        for reason, g in skipped[~stopped].groupby(skipped["reason"].fillna("")):
+            lines.append(f"| {reason.splitlines()[0][:160]} | {len(g)} | {g['submission_id'].nunique()} |")
+    elif not stopped.any():
+        lines.append("No case was skipped.")
+    lines += stopped_lines(fuzz, submissions)
+    declined = fuzz[fuzz["outcome"] == "declined"]
+    if len(declined):
+        names = submissions.set_index("submission_id")["name"]
+        lines += ["", "Declined inputs (the kernel refused them; their correctness there is untested):", ""]
+        for sid, g in declined.groupby("submission_id"):
+            lines.append(f"- {names.get(sid, sid)}: {len(g)} cases declined ({', '.join(sorted(g['dtype'].unique()))};"
+                         f" layouts {', '.join(sorted(g['layout'].dropna().unique()))})")
+    if "cpu" in devices:
+        gpu_only = submissions[submissions["bug_class"].isin(GPU_ONLY_CLASSES)]
+        lines += ["", f"On the CPU the Triton interpreter runs programs one after another and cannot hold more than "
+                      f"memory allows: races and 32-bit offset overflow cannot show ({len(gpu_only)} corpus variants "
+                      f"of those classes are left out of recall), and bfloat16 results are not computed (skipped)."]
+    budget = config.get("budget", {})
+    lines += ["", f"Sizes were capped by an element budget per input ({budget}); nothing larger was tried."]
+    short = never_past_the_benchmark(cases, ops)
+    if short:
+        lines += ["", f"No fuzz case of these {len(short)} ops held more elements than the benchmark's own input "
+                      "(the schema's ranges or the budget end there), so a kernel right up to the benchmark's size "
+                      "and wrong past it, such as one hard-coded to it, passes every case: "
+                      + ", ".join(f"{op} ({fz:,} of {fx:,})" for op, fz, fx in short) + "."]
+    lines += ["", "## Submissions that passed: how unlikely is a failure?", "",
+              "For a submission with no failure in n cases drawn from a strategy's distribution, the 95% upper "
+              "bound on the probability that one more case from that distribution fails is 1-0.05^(1/n) "
+              "(about 3/n). It says nothing about inputs that distribution does not draw.", "",
+              "| submission | label | strategy: cases -> 95% upper bound on per-case failure probability |",
+              "|---|---|---|"]
+    passed = illusion[illusion["fuzz_verdict"] == "pass"]
+    for r in passed.sort_values("name").to_dict("records"):
+        g = ran[ran["submission_id"] == r["submission_id"]]
+        parts = [f"{s}: {len(gs)} -> {_fmt(upper_bound(0, len(gs)))}" for s, gs in g.groupby("strategy")]
+        parts.append(f"all: {len(g)} -> {_fmt(upper_bound(0, len(g)))}")
+        lines.append(f"| {r['name']} | {r['label']} | {'; '.join(parts)} |")
+    lines += [
+        "",
+        "## What no test here can establish",
+        "",
+        "- That a kernel is correct on inputs outside the sampled sizes, dtypes, value classes and layouts above:",
+        "  a bound on the failure probability holds only for the distribution the cases were drawn from.",
+        "- That a kernel is correct on another GPU, driver, compiler or Triton version: every case records the",
+        "  versions it ran with, and a different toolchain can change rounding, scheduling and races.",
+        "- That a race or an uninitialised read is absent: each passing case ran twice and agreed, which only",
+        "  shows the interleavings that happened; the CPU interpreter runs programs sequentially.",
+        "- That a kernel never writes past the end of a buffer it allocated itself (its output): on a GPU such a",
+        "  write lands in whatever the allocator placed next, and is seen only when that is an input, a snapshot",
+        "  or another judged tensor, so which cases catch it changes with the harness's own allocations. Under",
+        "  the interpreter every access outside a tensor argument fails its launch.",
+        "- That the reference is right: the float64 reference is the problem's own PyTorch module; a wrong",
+        "  problem is reproduced faithfully.",
+        "- That a tolerance is the right one for a user's purpose: the verdicts depend on the policy named in",
+        "  every case, and the tolerance study shows how they move between policies.",
+        "",
+    ]
+    return "\n".join(lines)

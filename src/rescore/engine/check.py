@@ -1,0 +1,149 @@
+"""Check one kernel from the shell: the fixed-shape check and the fuzz oracle on one pair of files."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from rescore.engine.pacing import stopped_early
+from rescore.engine.runner import RunConfig, fuzz_verdict, run_submission
+from rescore.engine.sandbox import Worker
+from rescore.model.records import Problem, Submission
+
+
+def detect_language(source: str) -> str:
+    """triton | cuda | torch, from what the source uses."""
+    if "load_inline" in source or "cpp_extension" in source:
+        return "cuda"
+    if re.search(r"@\s*triton\.(jit|autotune)", source):
+        return "triton"
+    return "torch"
+
+
+def read_source(path: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    return p.read_text(encoding="utf-8", errors="surrogateescape")
+
+
+def pair_from_files(problem_path: str, submission_path: str) -> Submission:
+    """A Submission for a KernelBench-format pair of files (no schema file needed). A problem of
+    the built-in corpus keeps what its entries.yaml says (schema, tolerance overrides, the entry's
+    dtypes), so that `rescore check` and `rescore replay` draw and judge its cases as the pipeline
+    does: an inferred schema draws other sizes from the same seed."""
+    psrc = read_source(problem_path)
+    problem = Problem(problem_id=Path(problem_path).stem, source=psrc, path=problem_path, op=Path(problem_path).stem)
+    ssrc = read_source(submission_path)
+    sub = Submission(
+        name=Path(submission_path).stem,
+        problem=problem,
+        source=ssrc,
+        path=submission_path,
+        dump="cli",
+        language=detect_language(ssrc),
+        dtypes=(),
+    )
+    return _as_in_corpus(sub)
+
+
+def _as_in_corpus(sub: Submission) -> Submission:
+    from rescore.corpus.catalog import CORPUS_ROOT, load_op
+
+    folder = Path(sub.problem.path).resolve().parent
+    if folder.parent != CORPUS_ROOT or not (folder / "entries.yaml").is_file():
+        return sub
+    entries = load_op(folder, folder)
+    if not entries or entries[0].problem.source != sub.problem.source:
+        return sub
+    known = entries[0].problem
+    problem = replace(sub.problem, problem_id=known.problem_id, op=known.op, schema=known.schema,
+                      tolerance=known.tolerance)
+    entry = next((e for e in entries if e.source == sub.source), None)
+    return replace(sub, problem=problem, dtypes=entry.dtypes if entry else sub.dtypes)
+
+
+def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, progress=None) -> tuple[dict, list[dict]]:
+    """Run a submission; returns the summary (the `--json` document) and every case row."""
+    worker = Worker(cfg.device, cfg.budget, log_dir)
+    try:
+        rows = run_submission(sub, cfg, worker, progress=progress)
+    finally:
+        worker.stop()
+    return summarize(rows), rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    fixed = next((r for r in rows if r.get("oracle") == "fixed"), None)
+    fuzz = [r for r in rows if r.get("oracle") == "fuzz"]
+    outcomes = Counter(r["outcome"] for r in fuzz)
+    failures = [
+        {
+            "outcome": r["outcome"],
+            "strategy": r["strategy"],
+            "seed": r["seed"],
+            "dtype": r["dtype"],
+            "sizes": r.get("sizes"),
+            "shapes": r.get("shapes"),
+            "max_abs_err": r.get("max_abs_err"),
+            "reason": r.get("reason"),
+            "replay": r.get("replay"),
+        }
+        for r in fuzz
+        if r["outcome"] not in ("pass", "skipped", "declined")
+    ]
+    skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == "skipped")
+    stopped = next((r["reason"] for r in fuzz if r["outcome"] == "skipped" and stopped_early(r.get("reason"))), None)
+    ran = {"pass": "pass", "skipped": "skipped"}
+    fixed_doc = {"verdict": ran.get(fixed["outcome"], "fail") if fixed else "fail"}
+    if fixed:
+        fixed_doc.update(
+            outcome=fixed["outcome"],
+            profile=fixed.get("tolerance_policy"),
+            max_difference=fixed.get("max_abs_err"),
+            reason=fixed.get("reason") or "",
+            replay=fixed.get("replay"),
+        )
+    return {
+        "fixed": fixed_doc,
+        "fuzz": {
+            "verdict": "skipped" if fuzz and set(outcomes) == {"skipped"} else fuzz_verdict(list(outcomes.elements())),
+            "cases": sum(r.get("purpose") != "regression" for r in fuzz),
+            "replayed": sum(r.get("purpose") == "regression" for r in fuzz),  # stored failures, run first
+            "run": sum(r["outcome"] != "skipped" for r in fuzz),  # judged: neither skipped nor stopped early
+            "stopped": stopped,  # why the remaining cases were not run (budget, settled), if they were not
+            "outcomes": dict(sorted(outcomes.items())),
+            "skipped_reasons": dict(skipped),
+            "failures": failures,
+        },
+    }
+
+
+def human_summary(doc: dict, sub: Submission, device: str) -> str:
+    fx, fz = doc["fixed"], doc["fuzz"]
+    lines = [f"rescore check: {sub.path} against {sub.problem.path} ({sub.language}, device {device})"]
+    extra = f" ({fx.get('reason')})" if fx.get("reason") else ""
+    lines.append(f"  fixed-shape check ({fx.get('profile')}, 5 trials): {fx['verdict'].upper()}{extra}")
+    counts = ", ".join(f"{k} {v}" for k, v in fz["outcomes"].items())
+    replayed = f" + {fz['replayed']} stored failures replayed first" if fz.get("replayed") else ""
+    run = f", {fz['run']} run" if fz["run"] != fz["cases"] + fz.get("replayed", 0) else ""
+    lines.append(f"  fuzz oracle ({fz['cases']} cases{replayed}{run}): {fz['verdict'].upper()}  [{counts}]")
+    if fz.get("stopped"):
+        not_run = fz["skipped_reasons"].get(fz["stopped"], 0)
+        lines.append(f"    {not_run} not run: {fz['stopped']}")
+    for reason, n in fz.get("skipped_reasons", {}).items():
+        if reason != fz.get("stopped"):
+            lines.append(f"    skipped {n}: {reason}")
+    if fz["failures"]:
+        first = fz["failures"][0]
+        lines.append(
+            f"  first failure: {first['outcome']} ({first['strategy']}, {first['dtype']}, sizes {first['sizes']})"
+        )
+        for text in (first.get("reason") or "").splitlines():
+            lines.append(f"    {text}")
+        lines.append(f"  replay: {first['replay']}")
+    if fx["verdict"] == "pass" and fz["verdict"] == "flagged":
+        lines.append("  ILLUSION: the benchmark's check passes this kernel, fuzzing flags it.")
+    return "\n".join(lines)

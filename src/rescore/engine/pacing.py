@@ -1,0 +1,111 @@
+"""When one submission's remaining cases stop being worth their time: its wall-clock budget, and
+settling a submission whose cases keep ending the same fatal way.
+
+A run waits on its slowest shard, and a shard on its slowest submission. A kernel that hangs costs
+the per-case timeout on every case (300 cases x 120 s), one that kills its worker a worker start on
+every case; neither changes its verdict after the first few. So, per submission:
+
+- **budget**: its cases (the fixed check first, so a verdict always exists) run until its budget of
+  wall-clock seconds, counted from the end of its load, is spent; the rest are `skipped`, saying
+  how many ran. The budget is checked between cases: a case that starts in time runs to its own
+  timeout.
+- **settling**: `after` cases in a row whose worker died the same way (a timeout, or a crash by
+  the same signal or exit code) settle it: its verdict is already flagged by a genuine timeout or
+  crash and cannot change, and its remaining cases are `skipped` with that reason. Cases in a row
+  means consecutive and distinct, so a correct kernel that is merely slow on one large case times
+  out on that case alone and goes on; any case that answers starts the count again.
+- after a case timed out, the next ones run with a shorter timeout (`timeout_s`): a hang is seen
+  for what it is in seconds. A case that answers within it is judged as usual, and the full
+  timeout is back for the case after it. One that does not is not judged (`skipped`, never a
+  `timeout` at a limit shorter than the configured one) and counts towards settling.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from rescore.model.outcomes import Outcome
+
+SUBMISSION_BUDGET_S = {"cpu": 900.0, "cuda": 300.0}
+"""Default budgets, far above what a submission that answers needs at the default config: the slowest
+of the built-in corpus took 227 s under the CPU interpreter and 17 s on the H200, where a CUDA C
+kernel that builds its extension inside a case adds a cold nvcc build of about 75 s."""
+SETTLE_AFTER = 2
+SETTLE_TIMEOUT_S = 10.0
+STOPPED_PREFIXES = ("submission budget of ", "settled: ")
+
+
+def stopped_early(reason: object) -> bool:
+    """Whether a `skipped` case's reason is a budget or settling stop (the case was never run)."""
+    return isinstance(reason, str) and reason.startswith(STOPPED_PREFIXES)
+
+
+def settled_reason(rows: list[dict]) -> str | None:
+    """The reason a submission's rows were settled with, or None when they were not."""
+    return next((r["reason"] for r in rows if r.get("outcome") == Outcome.SKIPPED.value
+                 and str(r.get("reason") or "").startswith(STOPPED_PREFIXES[1])), None)
+
+
+def submission_budget(config: dict, device: str) -> float | None:
+    """The per-submission budget in seconds from a run config's `submission_budget_s` (per device;
+    0 turns it off), or the device's default."""
+    seconds = float((config.get("submission_budget_s") or {}).get(device, SUBMISSION_BUDGET_S.get(device, 0.0)))
+    return seconds or None
+
+
+@dataclass
+class Pace:
+    """One submission's clock and its run of same-kind worker deaths, asked before and told after
+    every case (`runner.run_submission`)."""
+
+    timeout_s: float  # the per-case timeout
+    total: int  # cases planned, the fixed check included
+    budget_s: float | None = None
+    settle_after: int = SETTLE_AFTER  # 0: never settle
+    settle_timeout_s: float = SETTLE_TIMEOUT_S
+    started: float = field(default_factory=time.monotonic)
+    done: int = 0
+    streak: list[str] = field(default_factory=list)  # death kinds of the last cases, in a row
+    full_timeouts: int = 0  # timeouts at the full per-case timeout in the current streak
+
+    def stop_reason(self) -> str | None:
+        """Why the next case is not run (None: run it)."""
+        if self.settle_after and len(self.streak) >= self.settle_after:
+            return self._settled()
+        if self.budget_s is not None and time.monotonic() - self.started >= self.budget_s:
+            return f"submission budget of {self.budget_s:g} s spent after {self.done} of {self.total} cases"
+        return None
+
+    def timeout(self) -> float:
+        """The next case's timeout: shortened while the last case timed out."""
+        if self.streak and self.streak[-1] == Outcome.TIMEOUT.value and self.settle_after:
+            return min(self.timeout_s, self.settle_timeout_s)
+        return self.timeout_s
+
+    def record(self, row: dict, death: str | None, timeout: float) -> dict:
+        """Count one case that ran (`death`: how its worker died, None if it answered); returns its
+        row, `skipped` when it outlived only a shortened timeout."""
+        self.done += 1
+        if death is None:
+            self.streak, self.full_timeouts = [], 0
+            return row
+        if self.streak and self.streak[-1] != death:
+            self.streak, self.full_timeouts = [], 0
+        self.streak.append(death)
+        if death != Outcome.TIMEOUT.value or timeout >= self.timeout_s:
+            self.full_timeouts += death == Outcome.TIMEOUT.value
+            return row
+        reason = (f"no answer within {timeout:g} s, the shortened timeout after a case of this submission timed "
+                  f"out at the full {self.timeout_s:g} s; not judged")
+        return dict(row, outcome=Outcome.SKIPPED.value, reason=reason)
+
+    def _settled(self) -> str:
+        kind, n = self.streak[-1], len(self.streak)
+        if kind == Outcome.TIMEOUT.value:
+            shortened = n - self.full_timeouts
+            how = f"timed out ({self.full_timeouts} at the full {self.timeout_s:g} s"
+            how += f", {shortened} at the shortened {self.settle_timeout_s:g} s)" if shortened else ")"
+        else:
+            how = f"crashed the worker the same way ({kind})"
+        return f"settled: {n} cases in a row {how}; its verdict cannot change, remaining cases not run"

@@ -1,0 +1,123 @@
+"""Replay one case: from a stored failure's id, or from its problem, submission, strategy and seed.
+
+The inputs are a pure function of (problem, strategy, dtype, seed), so a replay re-creates them bit
+for bit (the `inputs_hash` printed must equal the stored one) and reproduces the outcome; a replay
+that no longer fails says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rescore.engine.check import pair_from_files
+from rescore.engine.runner import RunConfig, job_of, resolve_device
+from rescore.engine.sandbox import Worker, run_with_retry
+
+
+def find_failure(failure_id: str, results: str) -> dict:
+    """The stored failure `failure_id` (results/failures/failures.parquet)."""
+    from rescore.model.tables import read_parquet
+
+    path = Path(results) / "failures" / "failures.parquet"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no stored failures; run the pipeline first, or pass PROBLEM SUBMISSION")
+    table = read_parquet(path, "failures")
+    match = table[table["failure_id"] == failure_id]
+    if match.empty:
+        raise KeyError(f"{path}: no failure with id {failure_id!r}")
+    return match.iloc[0].to_dict()
+
+
+def replay_case(
+    problem_path: str,
+    submission_path: str,
+    oracle: str,
+    strategy: str,
+    seed: int | None,
+    dtype: str,
+    device: str,
+    trigger: dict | None = None,
+    profile: str = "kernelbench-v0.1",
+    timeout: float = 120.0,
+) -> dict:
+    """Run exactly one case in a fresh worker; returns its row."""
+    sub = pair_from_files(problem_path, submission_path)
+    cfg = RunConfig(device=device)
+    worker = Worker(device, cfg.budget)
+    try:
+        loaded = run_with_retry(worker, ("load", job_of(sub)), cfg.load_timeout_s)
+        worker.job = job_of(sub)
+        if loaded.get("outcome") in ("crash", "timeout"):
+            return loaded
+        if oracle == "fixed":
+            return run_with_retry(worker, ("fixed", profile, dtype), timeout)
+        msg = ("case", {"strategy": strategy, "seed": int(seed or 0), "dtype": dtype, "override": trigger})
+        return run_with_retry(worker, msg, timeout)
+    finally:
+        worker.stop()
+
+
+def replay_cli(args: argparse.Namespace) -> int:
+    expected = None
+    device = resolve_device(args.device)
+    dtype = args.dtypes.split(",")[0]
+    try:
+        if len(args.target) == 1:
+            stored = find_failure(args.target[0], args.results)
+            expected = stored
+            trigger = json.loads(stored["trigger"]) if stored.get("trigger") else None
+            row = replay_case(
+                stored["problem_path"],
+                stored["source_path"],
+                stored["oracle"],
+                stored["strategy"],
+                int(stored["seed"]),
+                stored["dtype"],
+                device,
+                trigger,
+                stored.get("tolerance_policy") or args.profile,
+                args.timeout,
+            )
+        elif len(args.target) == 2:
+            trigger = json.loads(args.trigger) if args.trigger else None
+            row = replay_case(
+                args.target[0],
+                args.target[1],
+                args.oracle,
+                args.strategy,
+                args.seed,
+                dtype,
+                device,
+                trigger,
+                args.profile,
+                args.timeout,
+            )
+        else:
+            print(
+                "rescore replay: give FAILURE_ID, or PROBLEM.py SUBMISSION.py with --strategy and --seed",
+                file=sys.stderr,
+            )
+            return 2
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        print(f"rescore replay: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"outcome: {row.get('outcome')}  dtype {row.get('dtype')}  sizes {row.get('sizes')}  "
+        f"layout {row.get('layout')}  values {row.get('values')}"
+    )
+    print(f"inputs_hash: {row.get('inputs_hash')}")
+    if row.get("reason"):
+        print(row["reason"])
+    if expected is not None:
+        same_inputs = (expected.get("inputs_hash") in (None, row.get("inputs_hash"))
+                       and expected.get("sizes") in (None, row.get("sizes")))  # sizes: the init inputs too
+        if row.get("outcome") == expected.get("outcome") and same_inputs:
+            print(f"reproduced: same inputs, same outcome ({expected['outcome']})")
+        elif row.get("outcome") == "pass":
+            print(f"this replay no longer fails (stored outcome: {expected['outcome']})")
+        else:
+            print(f"differs from the stored case: stored {expected.get('outcome')} / {expected.get('inputs_hash')}")
+    return 0 if row.get("outcome") in ("pass", "skipped", "declined") else 1

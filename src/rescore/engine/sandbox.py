@@ -1,0 +1,346 @@
+"""Runs untrusted candidate code in a worker process that can crash, hang or lie without harm.
+
+One worker serves many cases (a fresh CUDA process costs seconds). A case that kills the worker is
+`crash`, one that outlives its timeout is `timeout`; either way the worker is restarted, the job is
+re-loaded, the case is retried once, and the run goes on. Results come back over a pipe that
+belongs to the harness, each answer tagged with its request's random token; the candidate's own
+stdout and stderr go to a log file, which is read only to notice verdict-like claims in it.
+
+The worker starts in a scratch folder of its own (its cwd and TMPDIR, removed when it stops), with a
+scrubbed environment, rlimits and an audit hook (`confine.py`), and, where the machine allows it,
+in a network namespace of its own (`unshare -n`: no interface but a down loopback).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from rescore.model.findings import claims_verdict, merge
+
+KEEP_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CUDA_VISIBLE_DEVICES",
+    "TRITON_CACHE_DIR",
+    "TORCH_EXTENSIONS_DIR",
+    "CUDA_HOME",
+    "LD_LIBRARY_PATH",
+    "OMP_NUM_THREADS",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+    "TORCH_CUDA_ARCH_LIST",
+    "CXX",
+    "RESCORE_WORKER_MAX_MEMORY",
+    "TORCHINDUCTOR_COMPILE_THREADS",
+)
+MAX_LOADS = int(os.environ.get("RESCORE_WORKER_MAX_LOADS", "500"))  # then a fresh worker (bounded memory)
+MAX_RSS = int(float(os.environ.get("RESCORE_WORKER_MAX_RSS_GB", "8")) * (1 << 30))
+CLAIM_SCAN_BYTES = 1 << 20
+
+
+# Deaths the candidate's own code causes (a bad pointer under the interpreter, a native abort):
+# running it again gives the same death, so the case is not retried.
+CANDIDATE_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+
+
+class WorkerDied(Exception):
+    def __init__(self, outcome: str, reason: str, findings: set[str] | None = None, signum: int | None = None,
+                 kind: str | None = None):
+        super().__init__(reason)
+        self.outcome, self.reason = outcome, reason
+        self.findings = set(findings or ())
+        self.signum = signum  # the signal that ended the worker, if one did
+        self.kind = kind or outcome  # how it ended, in words that compare equal for the same death
+
+
+@functools.cache
+def network_isolation() -> list[str]:
+    """The command prefix that gives a worker a network namespace of its own, or [] where none can
+    be made (not root and no user namespaces, or RESCORE_NETNS=0): the audit hook is then the guard."""
+    if os.environ.get("RESCORE_NETNS", "1") in ("0", "off", "false") or not shutil.which("unshare"):
+        return []
+    for prefix in (["unshare", "--net"], ["unshare", "--map-root-user", "--net"]):
+        try:
+            ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            return prefix
+    return []
+
+
+def writable_roots(scratch: str) -> list[str]:
+    """Folders a worker may write to: its scratch folder and the compilers' caches."""
+    home = Path.home()
+    roots = [
+        scratch,
+        os.environ.get("TRITON_CACHE_DIR") or str(home / ".triton"),
+        os.environ.get("TORCH_EXTENSIONS_DIR") or str(home / ".cache" / "torch_extensions"),
+        str(home / ".cache" / "torch"),
+        os.environ.get("CUDA_CACHE_PATH") or str(home / ".nv"),
+    ]
+    return [str(Path(r).expanduser().absolute()) for r in roots]
+
+
+def _absolute_job(job: dict) -> dict:
+    """The job with relative source paths made absolute: the worker's cwd is its scratch folder."""
+    job = dict(job)
+    for part in ("problem", "submission"):
+        spec = dict(job.get(part) or {})
+        path = spec.get("path")
+        if path and not os.path.isabs(path) and os.path.exists(path):
+            spec["path"] = os.path.abspath(path)
+        job[part] = spec
+    return job
+
+
+class Worker:
+    """A worker process and the pipes to it."""
+
+    def __init__(self, device: str, budget: int, log_dir: str | None = None):
+        self.device, self.budget = device, budget
+        self.log_dir = Path(log_dir or tempfile.gettempdir()).absolute()
+        self.proc: subprocess.Popen | None = None
+        self.job: dict | None = None
+        self.starts = 0
+        self.loads = 0
+        self.last_rss = 0
+        self.peak_rss = 0  # the largest resident memory any of this Worker's processes reached
+        self.scratch: str | None = None
+        self.isolation = "unstarted"
+        self.load_timeout = 600.0  # seconds to start a worker and re-load its job after a restart
+
+    def start(self) -> None:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        self.scratch = tempfile.mkdtemp(prefix="rescore-worker-")
+        env = {k: v for k, v in os.environ.items() if k in KEEP_ENV}
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["TMPDIR"] = self.scratch
+        env["OMP_NUM_THREADS"] = "1"  # one core per worker (Snakemake sets it to the job's threads)
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # torch.compile in-process: no pool to sweep
+        env.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
+        from rescore.engine.cuda_build import cache_root
+
+        env["RESCORE_CUDA_CACHE"] = str(cache_root())
+        env["RESCORE_WRITABLE"] = os.pathsep.join(writable_roots(self.scratch))
+        src = str(Path(__file__).resolve().parents[2])  # the folder that holds rescore/
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.log_dir / f"worker-{os.getpid()}-{self.starts}.log"
+        self.log = open(self.log_path, "wb")
+        self.log_pos = 0
+        prefix = network_isolation()
+        self.isolation = "network namespace" if prefix else "audit hook only"
+        self.proc = subprocess.Popen(
+            [
+                *prefix,
+                sys.executable,
+                "-m",
+                "rescore.worker",
+                "--fd-in",
+                str(to_child_r),
+                "--fd-out",
+                str(from_child_w),
+                "--device",
+                self.device,
+                "--budget",
+                str(self.budget),
+            ],
+            pass_fds=(to_child_r, from_child_w),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=self.scratch,
+            start_new_session=True,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self.send_conn = Connection(to_child_w, readable=False)
+        self.recv_conn = Connection(from_child_r, writable=False)
+        self.starts += 1
+        self.loads = 0
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self._note_peak()
+        try:
+            self.send_conn.send((os.urandom(16), ("stop",)))
+        except (OSError, EOFError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        self._close()
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self._note_peak()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def _note_peak(self) -> None:
+        """The worker's peak resident memory (VmHWM), read while it still exists."""
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    self.peak_rss = max(self.peak_rss, int(line.split()[1]) * 1024)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def _close(self) -> None:
+        for conn in (getattr(self, "send_conn", None), getattr(self, "recv_conn", None)):
+            if conn is not None:
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+        if getattr(self, "log", None):
+            self.log.close()
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+        self.proc = None
+
+    def _tail(self) -> str:
+        try:
+            return self.log_path.read_bytes()[-400:].decode("utf-8", "replace").strip().replace("\n", " | ")
+        except OSError:
+            return ""
+
+    def _claims(self) -> set[str]:
+        """`stdout_claim` when what the worker printed since the last request reads like a verdict."""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(self.log_pos)
+                new = fh.read(CLAIM_SCAN_BYTES)
+                self.log_pos = fh.seek(0, os.SEEK_END)
+        except (OSError, AttributeError):
+            return set()
+        return {"stdout_claim"} if new and claims_verdict(new.decode("utf-8", "replace")) else set()
+
+    def request(self, msg: tuple, timeout: float):
+        """Send one message; return the worker's answer, or raise WorkerDied (crash / timeout)."""
+        if msg[0] == "load" and self.proc is not None and (self.loads >= MAX_LOADS or self.last_rss > MAX_RSS):
+            self.stop()  # a fresh worker for the next submission: memory stays bounded over a long run
+        if self.proc is None:
+            self.start()
+            if self.job is not None and msg[0] != "load":  # a fresh process's start is not the case's time
+                self._ask(("load", self.job), max(timeout, self.load_timeout))
+        return self._ask(msg, timeout)
+
+    def _ask(self, msg: tuple, timeout: float):
+        if msg[0] == "load":
+            msg = ("load", _absolute_job(msg[1]))
+            self.loads += 1
+        token = os.urandom(16)
+        try:
+            self.send_conn.send((token, msg))
+            if not self.recv_conn.poll(timeout):
+                claims = self._claims()
+                self._kill()
+                self._close()
+                raise WorkerDied("timeout", f"no answer within {timeout:g} s; the worker was killed", claims)
+            packet = self.recv_conn.recv()
+        except (EOFError, OSError, BrokenPipeError) as exc:
+            code = self.proc.wait() if self.proc else None
+            tail = self._tail()
+            found = self._claims()
+            self._close()
+            signum = -code if code is not None and code < 0 else None
+            what = f"signal {signum}" if signum else f"exit code {code}"
+            if code is not None and code >= 0:
+                found.add("exits")
+            raise WorkerDied("crash", f"the worker died ({what}){': ' + tail if tail else ''}", found, signum,
+                             kind=what) from exc
+        found = self._claims()
+        if not (isinstance(packet, tuple) and len(packet) == 3 and packet[0] == token and isinstance(packet[2], dict)):
+            self._kill()
+            self._close()
+            found.add("forged_result")
+            raise WorkerDied("crash", "the result channel carried a message the harness did not send", found,
+                             kind="a forged result")
+        _, status, result = packet
+        if status == "ok" and self.recv_conn.poll(0) and not self._exited():
+            found.add("forged_result")  # more than one answer to one request: something else wrote too
+            status = "restart"
+        self.last_rss = int(result.pop("_rss", 0) or 0)
+        self.peak_rss = max(self.peak_rss, self.last_rss)
+        if status == "restart":
+            self._kill()
+            self._close()
+        if found:
+            result["findings"] = merge(result.get("findings"), found)
+        return result
+
+    def _exited(self) -> bool:
+        """Whether the worker has ended (its closed pipe then reads as ready, with no message in it)."""
+        try:
+            self.proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def load(self, job: dict, timeout: float) -> dict:
+        self.job = job
+        return self.request(("load", job), timeout)
+
+
+def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1) -> dict:
+    """One request; a worker that dies is restarted and the request retried `retries` times, unless
+    the death is the candidate's own (a hang, a forged answer, a segfault or abort), which repeats.
+
+    Running out of memory is a fault of the run (several workers share a machine), not a verdict:
+    the case is retried alone and recorded `skipped` if it still cannot fit.
+    """
+    return request_with_retry(worker, msg, timeout, retries)[0]
+
+
+def request_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
+    """`run_with_retry`'s row, and how the worker ended when the row is its death (`timeout`,
+    `signal 11`, `exit code 0`, `a forged result`), else None: a runner
+    settles a submission whose cases end the same way in a row (`pacing.py`)."""
+    last: WorkerDied | None = None
+    for attempt in range(retries + 1):
+        try:
+            result = worker.request(msg, timeout)
+        except WorkerDied as died:
+            last = died
+            if died.outcome == "timeout" or "forged_result" in died.findings or died.signum in CANDIDATE_SIGNALS:
+                break  # a hang would cost the timeout again; a forgery is deliberate; a segfault repeats
+            continue
+        if result.get("outcome") == "oom":
+            if attempt < retries:
+                time.sleep(1.0)
+                continue
+            return dict(
+                result, outcome="skipped", reason="out of memory on a shared machine: " + result.get("reason", "")
+            ), None
+        return result, None
+    assert last is not None
+    retried = " (after a retry)" if attempt else ""
+    out = {"outcome": last.outcome, "reason": last.reason + retried}
+    if last.findings:
+        out["findings"] = merge(last.findings)
+    return out, last.kind

@@ -1,0 +1,82 @@
+"""Which check shard runs which submission: balanced by each submission's expected cost.
+
+A run's wall time is that of its slowest shard. Under the Triton interpreter one submission can cost
+50 times another (a rank-1 matmul that loops over K against a ReLU), so dealing submissions out by
+hash left one shard running alone for minutes after the others were done. Shards are filled
+longest-first (each submission, most expensive first, to the shard with the least work so far)
+from the costs a previous run measured (`COSTS`, and `COSTS_CUDA` for a GPU run, written by
+`bench/shard_costs.py`). A submission the
+file does not list (a new dump, a new entry, a CUDA C submission, which a CPU run skips and so
+cannot time) counts as the median cost; on the CPU CUDA C is free (`expected_costs`). The assignment
+depends only on the manifest, that file and the device, so a resumed run gives every shard the same
+submissions. Which shard runs a submission changes no result, only when it is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+from rescore.model.records import cuda_only
+
+COSTS = Path(__file__).resolve().parents[1] / "corpus" / "shard_costs.json"
+# On a GPU the costs differ in kind (Triton's JIT, not the interpreter, dominates a new size), so a
+# GPU run balances by the seconds a GPU run measured, where that file exists.
+COSTS_CUDA = Path(__file__).resolve().parents[1] / "corpus" / "shard_costs.cuda.json"
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def shard_threads(requested_cores: int | None) -> int:
+    """The cores one check shard claims out of Snakemake's `--cores`.
+
+    A shard keeps one core busy. Given more --cores than the machine has (`--cores 8` on a 2-core
+    machine), shards would share cores and slow each other down (16 submissions took 31.6 s as 8
+    processes and 17.3 s as 2 on 2 cores), so each shard then claims its share of --cores and no
+    more shards run at once than there are cores."""
+    return max(1, (requested_cores or 1) // machine_cores())
+
+
+def load_costs(path: Path = COSTS) -> dict[str, float]:
+    """submission_id -> seconds, or {} when there is no such file."""
+    try:
+        return {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def expected_costs(subs: list, device: str, path: Path | None = None) -> dict[str, float]:
+    """submission_id -> expected seconds on `device`: the recorded costs (a GPU's own where
+    `COSTS_CUDA` exists), and 0 on the CPU for a CUDA C or CUDA-only submission, which is skipped there."""
+    if path is None:
+        path = COSTS_CUDA if device == "cuda" and COSTS_CUDA.is_file() else COSTS
+    costs = load_costs(path)
+    if device == "cpu":
+        costs.update({s.submission_id: 0.0 for s in subs if s.language == "cuda" or cuda_only(s.source)})
+    return costs
+
+
+def weights(submission_ids: list[str], costs: dict[str, float]) -> dict[str, float]:
+    """submission_id -> expected seconds: its recorded cost, or the median of the recorded ones."""
+    known = [costs[s] for s in submission_ids if s in costs]
+    default = statistics.median(known) if known else 1.0
+    return {s: costs.get(s, default) for s in submission_ids}
+
+
+def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None) -> dict[str, int]:
+    """submission_id -> shard index in [0, shards)."""
+    weight = weights(submission_ids, load_costs() if costs is None else costs)
+    load = [0.0] * shards
+    out: dict[str, int] = {}
+    for sid in sorted(set(submission_ids), key=lambda s: (-weight[s], s)):
+        shard = min(range(shards), key=lambda i: (load[i], i))
+        out[sid] = shard
+        load[shard] += weight[sid]
+    return out

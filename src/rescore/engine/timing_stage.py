@@ -1,0 +1,173 @@
+"""The timing stage: every submission of the configured dumps timed on the GPU, one row each in
+results/tables/timing.parquet (ModelNew's forward and the reference Model's, `timing.py`).
+
+The kernels run in a sandboxed worker (`sandbox.py`), as the check's do; this process sends one
+request per submission and writes the table. A submission that cannot be read, crashes, hangs or
+cannot run here gets a row with its status and reason, and the stage goes on. On a machine without
+a CUDA GPU no worker starts: every row is `skipped` (the Triton interpreter's times mean nothing),
+and the log says so at the top and at the end.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from rescore.model.records import Submission, submission_from_dict
+from rescore.model.tables import SCHEMAS, write_parquet
+
+log = logging.getLogger("rescore")
+
+DEFAULTS = {"warmup": 10, "repeats": 100, "budget_s": 2.0}
+
+
+def settings(config: dict, default_dumps: list[str]) -> dict:
+    """The stage's settings from the validated config: `timing:` (dumps, warmup, repeats, budget_s)
+    with its defaults, and the run's device, fixed-check dtype, per-case timeout and budget."""
+    own = dict(config.get("timing") or {})
+    device = config.get("device", "auto")
+    return {
+        "dumps": list(own.get("dumps") or default_dumps),
+        "warmup": int(own.get("warmup", DEFAULTS["warmup"])),
+        "repeats": int(own.get("repeats", DEFAULTS["repeats"])),
+        "budget_s": float(own.get("budget_s", DEFAULTS["budget_s"])),
+        "device": device,
+        "dtype": config.get("fixed", {}).get("dtype", "float32"),
+        "timeout_s": float(config.get("timeout_s", 120)),
+        "budget": int(config.get("budget", {}).get("cuda", 1 << 20)),
+    }
+
+
+def shares_a_gpu(device: str) -> bool:
+    """Whether the run's checks may be on a GPU this stage then shares: on `cuda`, and on `auto` where
+    the NVIDIA driver's device node is (an answer without importing torch, for the DAG's order only;
+    the stage itself asks torch). The timing rule then waits for every check."""
+    return device == "cuda" or (device == "auto" and os.path.exists("/dev/nvidiactl"))
+
+
+def timing_device(device: str) -> tuple[str, str]:
+    """(cuda | cpu, why): `cpu` when the config says so, or when no CUDA GPU is visible to torch."""
+    import torch
+
+    if device == "cpu":
+        return "cpu", "the config's device is cpu"
+    if torch.cuda.is_available():
+        return "cuda", torch.cuda.get_device_name(0)
+    return "cpu", f"the config's device is {device} and torch {torch.__version__} sees no CUDA GPU"
+
+
+def installed_versions() -> dict[str, str | None]:
+    """torch and triton as installed, read without importing them (for rows no worker produced)."""
+    out: dict[str, str | None] = {}
+    for name in ("torch", "triton"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def base_row(sub: Submission) -> dict:
+    return {
+        "submission_id": sub.submission_id,
+        "name": sub.name,
+        "dump": sub.dump,
+        "problem_id": sub.problem.problem_id,
+        "op": sub.problem.op,
+        "language": sub.language,
+        "label": sub.label,
+        "control": sub.control,
+    }
+
+
+def skipped_rows(subs: list[Submission], reason: str, cfg: dict) -> list[dict]:
+    """One `skipped` row per submission, with the reason and the installed versions."""
+    env = {"device": "cpu", **installed_versions(), "dtype": cfg["dtype"]}
+    return [dict(base_row(s), **env, status="skipped", reason=reason) for s in subs]
+
+
+def row_of(sub: Submission, result: dict, wall_s: float) -> dict:
+    """A table row from a worker's answer (or the sandbox's account of a worker that died)."""
+    row = dict(base_row(sub), wall_s=wall_s)
+    names = {"outcome": "status", "ref_outcome": "ref_status"}
+    known = set(SCHEMAS["timing"].names)
+    for key, value in result.items():
+        key = names.get(key, key)
+        if key in known:
+            row[key] = value
+        else:
+            log.info("%s: the worker's answer has a field the timing table lacks: %s (left out)", sub.name, key)
+    if row.get("median_ms") and row.get("ref_median_ms"):
+        row["speedup"] = row["ref_median_ms"] / row["median_ms"]
+    return row
+
+
+def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: str = "cuda",
+                     host_clock: bool = False, flush_bytes: int | None = None) -> list[dict]:
+    """Every submission timed in one worker, one after another (never two kernels on the GPU at once).
+    `device`, `host_clock` and `flush_bytes` are for tests, which time CPU tensors by the host's clock
+    (Executor.run_timing); the stage itself times on CUDA with CUDA events."""
+    from rescore.engine.runner import job_of
+    from rescore.engine.sandbox import Worker, run_with_retry
+
+    worker = Worker(device, cfg["budget"], log_dir)
+    request = ("time", dict({k: cfg[k] for k in ("dtype", "warmup", "repeats", "budget_s")},
+                            host_clock=host_clock, flush_bytes=flush_bytes))
+    # warm-up (compiles) and two measurements of at most budget_s each, past the usual case timeout
+    timeout = cfg["timeout_s"] + 2 * cfg["budget_s"]
+    rows: list[dict] = []
+    start = time.monotonic()
+    try:
+        for i, sub in enumerate(subs, 1):
+            t0 = time.monotonic()
+            error = (sub.extra or {}).get("ingest_error")
+            if error:
+                rows.append(dict(base_row(sub), dtype=cfg["dtype"], status="skipped",
+                                 reason=f"not read at ingest: {error}"[:500]))
+            else:
+                load = run_with_retry(worker, ("load", job_of(sub)), worker.load_timeout)
+                worker.job = job_of(sub)
+                if load.get("outcome") in ("crash", "timeout"):
+                    result = {"outcome": load["outcome"], "reason": f"loading the submission: {load.get('reason')}",
+                              "dtype": cfg["dtype"]}
+                else:
+                    result = run_with_retry(worker, request, timeout)
+                rows.append(row_of(sub, result, time.monotonic() - t0))
+            r = rows[-1]
+            left = (time.monotonic() - start) / i * (len(subs) - i)
+            shown = f"{r['median_ms']:.4f} ms median" if r.get("status") == "ok" else f"{r.get('reason', '')}"[:120]
+            log.info("timing %d/%d %s: %s %s (~%.0f s left)", i, len(subs), sub.name, r.get("status"), shown, left)
+    finally:
+        worker.stop()
+    return rows
+
+
+def run_timing(manifests: dict[str, str], cfg: dict, out: str, log_dir: str) -> pd.DataFrame:
+    """The timing table of the dumps in `manifests` ({dump: manifest.json}), written to `out`."""
+    subs = [submission_from_dict(d) for name in cfg["dumps"] for d in json.loads(Path(manifests[name]).read_text())]
+    from rescore.worker.timing import NEEDS_GPU
+
+    device, why = timing_device(cfg["device"])
+    log.info("timing %d submissions of %s on %s (%s); dtype %s, %d warm-up calls, %d repeats, budget %.1f s each",
+             len(subs), ", ".join(cfg["dumps"]), device, why, cfg["dtype"], cfg["warmup"], cfg["repeats"],
+             cfg["budget_s"])
+    if device != "cuda":
+        log.warning("NO TIMINGS: %s (%s). Every one of the %d rows of %s is `skipped`; P4's d_ms_median and "
+                    "d_perf_pct stay NaN. Run on a machine with a CUDA GPU to time kernels.",
+                    NEEDS_GPU, why, len(subs), out)
+        rows = skipped_rows(subs, NEEDS_GPU, cfg)
+    else:
+        rows = time_submissions(subs, cfg, log_dir)
+    df = pd.DataFrame(rows)
+    write_parquet(df, out, "timing")
+    counts = df["status"].value_counts().to_dict() if len(df) else {}
+    if len(df) and counts.get("skipped", 0) == len(df):
+        log.warning("NO TIMINGS: all %d rows are skipped (%s)", len(df), df["reason"].iloc[0])
+    log.info("timing: %d rows, by status %s", len(df), counts)
+    return df

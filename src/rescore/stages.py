@@ -1,0 +1,384 @@
+"""The pipeline's stages as plain functions; `workflow/scripts/*.py` are shims over these."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from rescore.engine import shards as shards_
+from rescore.model.outcomes import FLAGGING
+from rescore.model.records import submission_from_dict, submission_to_dict
+from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
+
+if TYPE_CHECKING:
+    from rescore.engine.runner import RunConfig
+
+log = logging.getLogger("rescore")
+# The stages that run kernels import the runner (and torch) inside their functions: the table
+# stages, a dozen processes at the end of a run, then start without torch (1.6 s each on 2 cores).
+
+
+def setup_logging(path: str | None) -> None:
+    """Log to the rule's log file (quiet), and nowhere else."""
+    handlers: list[logging.Handler] = [logging.FileHandler(path)] if path else [logging.StreamHandler()]
+    logging.basicConfig(
+        level=logging.INFO, handlers=handlers, force=True, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    previous = sys.excepthook
+
+    def log_and_raise(kind, value, tb):  # a failing stage leaves its traceback in its own log
+        log.error("stage failed", exc_info=(kind, value, tb))
+        previous(kind, value, tb)
+
+    sys.excepthook = log_and_raise
+
+
+def run_config(config: dict) -> RunConfig:
+    """The run's settings from the validated Snakemake config."""
+    from rescore.engine.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, submission_budget
+    from rescore.engine.runner import RunConfig, resolve_device
+    from rescore.model.settings import effective_config
+
+    device = resolve_device(config.get("device", "auto"))
+    config = effective_config(config, device)
+    fuzz = config["fuzz"]
+    settle = config.get("settle") or {}
+    strategies = dict(fuzz["strategies"])
+    for name in config.get("study", {}).get("strategies", []):
+        strategies.setdefault(name, int(config["study"]["seeds"]))
+    return RunConfig(
+        device=device,
+        master_seed=int(config.get("master_seed", 0)),
+        strategies=strategies,
+        dtypes=tuple(fuzz["dtypes"]),
+        fixed_profile=config["fixed"]["profile"],
+        fixed_dtype=config["fixed"].get("dtype", "float32"),
+        calibration=dict(config.get("calibration", {}).get("strategies", {})),
+        timeout_s=float(config.get("timeout_s", 120)),
+        budget=int(config["budget"][device]),
+        submission_budget_s=submission_budget(config, device),
+        settle_after=int(settle.get("after", SETTLE_AFTER)),
+        settle_timeout_s=float(settle.get("timeout_s", SETTLE_TIMEOUT_S)),
+        dtypes_in_turn=bool(fuzz.get("dtypes_in_turn", False)),
+    )  # no stored-failure replay: the tables depend on the config and the dumps alone
+
+
+def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> None:
+    from rescore.ingest import read_dump
+
+    subs = read_dump(name, spec)
+    rows = [s.row() for s in subs]
+    write_parquet(pd.DataFrame(rows), out_submissions, "submissions")
+    write_text(json.dumps([submission_to_dict(s) for s in subs]), out_manifest)
+    log.info("dump %s: %d submissions", name, len(subs))
+
+
+def run_shard(
+    manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
+    progress_dir: str | None = None,
+) -> None:
+    """Run every submission of one shard and write its case rows; shrink each flagged submission's
+    first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
+    beside the other shards rather than in a stage after all of them (24 s of a 198 s H200 run).
+    With `progress_dir`, keep the shard's progress file there (`rescore.engine.progress`); nothing is printed."""
+    import time
+
+    from rescore.engine.pacing import settled_reason
+    from rescore.engine.progress import ShardProgress, write_plan
+    from rescore.engine.runner import plan_cases, run_submission
+    from rescore.engine.sandbox import Worker
+    from rescore.engine.shrink import first_fuzz_failure, shrunk_record
+    from rescore.model.settings import setting_name
+
+    cfg = run_config(config)
+    subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
+    ids = [s.submission_id for s in subs]
+    weight = shards_.weights(ids, shards_.expected_costs(subs, cfg.device))
+    assignment = shards_.assign(ids, shards, weight)
+    runnable = [s for s in subs if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
+    planned = {s.submission_id: len(plan_cases(s, cfg)) for s in runnable}
+    mine = [s for s in runnable if assignment[s.submission_id] == shard]
+    total = sum(planned[s.submission_id] for s in mine)
+    log.info("shard %d of %d: %d submissions, %d cases (%s setting on %s)", shard, shards, len(mine), total,
+             setting_name(config, cfg.device), cfg.device)  # costs from logs
+    progress = None
+    if progress_dir:
+        plan = {k: {"submissions": 0, "cases": 0, "weight": 0.0} for k in range(shards)}
+        for s in runnable:
+            entry = plan[assignment[s.submission_id]]
+            entry["submissions"] += 1
+            entry["cases"] += planned[s.submission_id]
+            entry["weight"] += weight[s.submission_id]
+        dump = Path(manifest).parent.name  # results/ingest/<dump>/manifest.json
+        write_plan(progress_dir, dump, plan)
+        progress = ShardProgress(progress_dir, dump, shard,
+                                 [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
+    worker = Worker(cfg.device, cfg.budget, log_dir)
+    rows: list[dict] = []
+    shrunk: list[dict] = []
+    try:
+        for sub in mine:
+            start = time.monotonic()
+            sub_rows = run_submission(sub, cfg, worker, progress=progress)
+            rows += sub_rows
+            bad = sum(r["outcome"] in FLAGGING for r in sub_rows)
+            failure = first_fuzz_failure(sub_rows)
+            if failure is not None:
+                # shrinking spends what is left of the submission's budget, and nothing on a settled one
+                deadline = start + cfg.submission_budget_s if cfg.submission_budget_s else None
+                shrunk.append(shrunk_record(worker, sub, failure, cfg.device, cfg.timeout_s, deadline,
+                                            settled_reason(sub_rows)))
+            note = f", its first fuzz failure shrunk in {shrunk[-1]['steps']} cases" if failure is not None else ""
+            log.info("%s: %d cases, %d flagged%s", sub.name, len(sub_rows), bad, note)
+            if progress:
+                progress.submission_done(sub.name)
+    finally:
+        worker.stop()
+    if progress:
+        progress.close()
+    write_parquet(pd.DataFrame(rows), out_cases, "cases")
+    write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
+
+
+def concat_tables(paths: list[str], table: str, out: str) -> None:
+    frames = [read_parquet(p, table) for p in paths]
+    frames = [f for f in frames if not f.empty]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    write_parquet(df, out, table)
+
+
+def corpus_catalog(out_table: str, out_markdown: str) -> None:
+    from rescore.corpus.catalog import catalog_markdown, catalog_rows, load_corpus
+
+    subs = load_corpus()
+    write_parquet(pd.DataFrame(catalog_rows(subs)), out_table, "submissions")
+    write_text(catalog_markdown(subs), out_markdown)
+
+
+def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
+    """failures.parquet, and one self-contained reproducer (JSON) per flagged case."""
+    from rescore.analysis.study import failures_table
+
+    table = failures_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"))
+    dump_of = read_parquet(submissions, "submissions").set_index("submission_id")["dump"].to_dict()
+    folder = Path(reproducers)
+    folder.mkdir(parents=True, exist_ok=True)
+    for row in table.to_dict("records"):
+        doc = {
+            "failure_id": row["failure_id"],
+            "submission": {
+                "name": row["name"],
+                "submission_id": row["submission_id"],
+                "path": row["source_path"],
+                "problem_id": row["problem_id"],
+                "problem_path": row["problem_path"],
+                "label": row["label"],
+                "bug_class": row["bug_class"],
+                "dump": dump_of[row["submission_id"]],
+            },
+            "case": {
+                k: row.get(k)
+                for k in (
+                    "oracle",
+                    "strategy",
+                    "purpose",
+                    "case_index",
+                    "seed",
+                    "dtype",
+                    "sizes",
+                    "shapes",
+                    "strides",
+                    "layout",
+                    "values",
+                    "inputs_hash",
+                )
+            },
+            "verdict": {
+                k: row.get(k)
+                for k in (
+                    "outcome",
+                    "reason",
+                    "diagnosis",
+                    "max_abs_err",
+                    "max_rel_err",
+                    "err_ulp",
+                    "n_mismatch",
+                    "n_elements",
+                    "first_mismatch",
+                    "tolerance_policy",
+                    "atol",
+                    "rtol",
+                    "bound",
+                    "policy_ratios",
+                )
+            },
+            "environment": {"device": row.get("device"), "versions": row.get("versions")},
+            "replay": row.get("replay"),
+            "replay_by_id": f"rescore replay {row['failure_id']}",
+        }
+        write_text(json.dumps(doc, indent=2, default=str), folder / f"{row['failure_id']}.json")
+    write_parquet(table, out, "failures")
+
+
+def illusion(cases: str, submissions: str, out: str) -> None:
+    from rescore.analysis.study import illusion_table
+
+    write_parquet(illusion_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions")), out)
+
+
+def verdicts(illusion_path: str, outputs: list[str]) -> None:
+    from rescore.analysis.figures import verdicts_figure
+
+    verdicts_figure(read_parquet(illusion_path), outputs)
+
+
+def strategies(cases: str, submissions: str, seeds: int, out: dict[str, str]) -> None:
+    """The strategy study: tables and figures."""
+    from rescore.analysis import figures
+    from rescore.analysis.strategies_study import (
+        budget_table,
+        by_class_table,
+        heatmap_table,
+        strategies_table,
+        study_cases,
+    )
+
+    subs = read_parquet(submissions, "submissions")
+    all_cases = read_parquet(cases, "cases")
+    df = study_cases(all_cases, subs, seeds)
+    table = strategies_table(df)
+    write_parquet(table, out["table"])
+    write_parquet(by_class_table(df), out["by_class"])
+    budget = budget_table(study_cases(all_cases, subs))
+    write_parquet(budget, out["budget"])
+    figures.recall_heatmap(heatmap_table(df, subs), [out["heatmap"]])
+    figures.recall_vs_fp(table, [out["recall_fp"]])
+    figures.recall_vs_budget(budget, [out["budget_fig"]])
+
+
+def calibrate(cases: str, submissions: str, quantile: float, out: str) -> None:
+    from rescore.analysis.tolerance_study import calibrate as fit
+
+    table = fit(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), quantile)
+    write_parquet(table, out)
+
+
+def tolerances(
+    cases: str, submissions: str, calibration: str, multiplier: float, sweep: list[float], out: dict[str, str]
+) -> None:
+    """The tolerance study: every policy side by side, tightening, multiplier sweep, figures."""
+    from rescore.analysis import figures
+    from rescore.analysis.tolerance_study import evaluation_frame, sweep_table, tightening_table, tolerances_table
+
+    c, s, cal = read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(calibration)
+    write_parquet(tolerances_table(c, s, cal, multiplier), out["table"])
+    tight = tightening_table(cal, c, s, multiplier=multiplier)
+    write_parquet(tight, out["tightening"])
+    sw = sweep_table(c, s, cal, sweep)
+    write_parquet(sw, out["sweep"])
+    ev = evaluation_frame(c, s)
+    ctl = ev[(ev["label"] == "correct") & ev["outcome"].isin(["pass", "mismatch", "nonfinite"])]
+    kmap = cal.set_index(["op", "dtype"])["k"]
+    ratios = pd.DataFrame(
+        {
+            name: [r.get(name) for r in ctl["ratios"]]
+            for name in ("kernelbench-v0.1", "kernelbench-head", "gpuemu-default", "torch-default", "reference-lowp")
+        }
+    )
+    base = [r.get("calibrated-base") for r in ctl["ratios"]]
+    ks = [kmap.get((o, d)) for o, d in zip(ctl["op"], ctl["dtype"])]
+    ratios["calibrated"] = [b / (k * multiplier) if b is not None and k else None for b, k in zip(base, ks)]
+    figures.tightening_figure(tight, [out["tightening_fig"]])
+    figures.control_error_figure(ratios, [out["errors_fig"]])
+    figures.sweep_figure(sw, [out["sweep_fig"]])
+
+
+def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, out: str) -> None:
+    from rescore.analysis.uncertainty import statement
+
+    text = statement(
+        read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config
+    )
+    write_text(text, out)
+
+
+def static_archs(settings: dict) -> list[int]:
+    """The archs the static study compiles for on this run's device (`light`'s where it applies)."""
+    from rescore.engine.runner import resolve_device
+    from rescore.model.settings import effective_config
+
+    device = resolve_device(settings.get("device", "auto"))
+    return list((effective_config(settings, device).get("static") or {}).get("archs") or (90, 80))
+
+
+def static(
+    manifests: list[str],
+    out: dict[str, str],
+    threads: int,
+    cache_dir: str,
+    archs: list[int] | None = None,
+    sizes: str = "fixed",
+) -> None:
+    """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, heatmap;
+    each submission captured at `sizes` (rescore.static.study.capture_sizes)."""
+    from rescore.static.study import (
+        PAIR_COLUMNS,
+        as_entry,
+        class_summary,
+        paired_deltas,
+        static_figures,
+        static_table,
+        unpaired_reason,
+        unpaired_summary,
+    )
+
+    subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
+    entries = [as_entry(s) for s in subs if s.language == "triton"]
+    archs = list(archs or (90, 80))
+    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads), sizes=sizes)
+    # a dump without Triton kernels (numpy, CUDA C) or without labelled pairs: the summary says why
+    pairs = paired_deltas(metrics, entries) if entries else pd.DataFrame(columns=PAIR_COLUMNS)
+    reason = unpaired_reason(subs) if pairs.empty else ""
+    summary = unpaired_summary(reason, archs) if reason else class_summary(pairs)
+    write_parquet(metrics, out["metrics"])
+    write_parquet(pairs, out["table"])
+    write_parquet(summary, out["summary"])
+    heatmap = Path(out["heatmap"])
+    written = static_figures(pairs, None, heatmap.parent, arch=f"sm_{archs[0]}") if entries else []
+    if not heatmap.exists():
+        from rescore.analysis.figures import empty_figure
+
+        empty_figure(f"no comparable (control, variant) pairs to draw ({len(pairs)} pairs)"
+                     + (f"\n{reason}" if reason else ""), [str(heatmap)])
+    log.info("static: %d kernels, %d pairs, figures %s", len(metrics), len(pairs), written)
+
+
+def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> None:
+    """Static metric deltas against the fuzz oracle's case-level recall per buggy variant."""
+    import shutil
+    import tempfile
+
+    from rescore.static.study import static_figures
+
+    pairs = read_parquet(table)
+    ill = read_parquet(illusion_path)
+    recall = pd.DataFrame(
+        {"submission_id": ill["name"], "recall": ill["failed_cases"] / ill["total_cases"].where(ill["total_cases"] > 0)}
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = static_figures(pairs, recall.dropna(), tmp, arch=arch) if len(pairs) else []
+        drawn = [p for p in paths if Path(p).name == "static_delta_vs_recall.png"]
+        if drawn:
+            shutil.copyfile(drawn[0], out)
+        else:
+            from rescore.analysis.figures import NO_LABELS, empty_figure
+            from rescore.analysis.study import LABELS
+
+            why = "" if ill["label"].isin(LABELS).any() else (
+                f"\n{NO_LABELS}: a pair is a Triton kernel labelled buggy and the control it names")
+            empty_figure("no comparable (control, variant) pairs to draw" + why, [out])
