@@ -612,11 +612,6 @@ class Executor:
     def draw(self, strategy: str, seed: int, dtype: str, override: dict | None = None) -> CaseSpec:
         """The CaseSpec of a case: from its strategy and seed, or from an explicit trigger."""
         assert self.problem is not None and self.schema is not None
-        budget = min(self.budget, self.schema.max_elements or self.budget)
-
-        def numel(sizes: dict) -> int:
-            return largest_numel(input_shapes(self.problem, sizes))
-
         if override:
             sizes = dict(self.schema.defaults())
             sizes.update(override.get("sizes") or {})
@@ -628,7 +623,16 @@ class Executor:
                 override.get("values", "normal"),
                 override.get("layout", "contiguous"),
             )
-        return get_strategy(strategy).draw(self.schema, dtype, seed, numel, budget)
+        return get_strategy(strategy).draw(self.schema, dtype, seed, self._numel, self._size_budget())
+
+    def _size_budget(self) -> int:
+        """Elements of the largest input a drawn case may hold: the run's budget, or the problem's."""
+        assert self.schema is not None
+        return min(self.budget, self.schema.max_elements or self.budget)
+
+    def _numel(self, sizes: dict) -> int:
+        """Elements of the largest input the problem's get_inputs() makes at these sizes."""
+        return largest_numel(input_shapes(self.problem, sizes))
 
     def _held_draw(self, strategy: str, seed: int, dtype: str) -> CaseSpec:
         """A strategy's draw with every size but one (chosen by the seed) put back to the benchmark's
@@ -640,9 +644,7 @@ class Executor:
         varied = random.Random(seed).choice(sorted(sizes)) if sizes else None
         if varied is not None:
             sizes[varied] = spec.sizes.get(varied, sizes[varied])
-        budget = min(self.budget, self.schema.max_elements or self.budget)
-        sizes = fit_budget(sizes, self.schema, lambda s: largest_numel(input_shapes(self.problem, s)), budget)
-        return replace(spec, sizes=sizes)
+        return replace(spec, sizes=fit_budget(sizes, self.schema, self._numel, self._size_budget()))
 
     def _seed(self, seed: int) -> None:
         """Seed the global random generators of the CPU and the device in use. (`torch.manual_seed`
