@@ -425,10 +425,10 @@ class Executor:
         return self._schema_dict()
 
     def _use_prebuild(self, source: str) -> str | None:
-        """Point torch's JIT build at the prebuilt folder of this source (`cuda_build.py`); returns the
+        """Point torch's JIT build at the prebuilt folder of this source (`prebuilt.py`); returns the
         recorded compiler error when the prebuild already failed on it."""
         try:
-            from rescore.engine.cuda_build import activate, recorded_failure
+            from rescore.worker.prebuilt import activate, recorded_failure
         except ImportError:  # pragma: no cover
             return None
         failed = recorded_failure(source)
