@@ -112,10 +112,10 @@ def _live_kernels(entry: dict) -> list[dict]:
     import torch
     from triton.runtime.jit import JITFunction
 
-    from rescore.static.loading import load_module
+    from rescore.runtime.modules import load_file
 
-    problem = load_module(entry["problem_path"], "problem")
-    sub = load_module(entry["path"], "submission")
+    problem = load_file(entry["problem_path"], "problem")
+    sub = load_file(entry["path"], "submission")
     torch.manual_seed(0)
     model = sub.ModelNew(*problem.get_init_inputs()).cuda()
     inputs = [x.float().cuda() if x.is_floating_point() else x.cuda() for x in problem.get_inputs()]

@@ -21,7 +21,8 @@ from rescore.engine.runner import RunConfig, run_submission
 from rescore.ingest import ADAPTERS, read_dump
 from rescore.ingest.annotations import AnnotationError
 from rescore.ingest.common import ingest_error
-from rescore.model.records import cuda_only, load_module
+from rescore.model.records import cuda_only
+from rescore.runtime.modules import load_module
 
 FIX = REPO / "tests" / "fixtures" / "dumps"
 KB = {"format": "kernelbench", "path": str(FIX / "kernelbench")}
