@@ -16,12 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 FIXTURES = ROOT / "tests" / "fixtures" / "static"
 
