@@ -135,7 +135,7 @@ class Worker:
         env["OMP_NUM_THREADS"] = "1"  # one core per worker (Snakemake sets it to the job's threads)
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # torch.compile in-process: no pool to sweep
         env.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
-        from rescore.engine.cuda_build import cache_root
+        from rescore.runtime.extensions import cache_root
 
         env["RESCORE_CUDA_CACHE"] = str(cache_root())
         env["RESCORE_WRITABLE"] = os.pathsep.join(writable_roots(self.scratch))
