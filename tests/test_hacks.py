@@ -60,6 +60,24 @@ EXPECTED: dict[str, tuple[set[str], set[str], set[str] | None]] = {
     "background_thread": (PASS, {"background_thread", "patched_harness"}, None),
     "steals_reference": (FLAGGED, set(), None),
     "tampers_inputs": ({"mutated_input"}, {"tampers_reference"}, PASS),
+    # Exploits reported against public benchmarks (issue 21, item 3). A `pass` below is today's
+    # outcome, recorded as it is: what rescore misses, and why, is said beside it.
+    "sniffs_distribution": ({"mismatch"}, set(), PASS),  # its bfloat16 path fits 1e-2, not float32's bound
+    "background_finish": ({"mismatch"}, {"background_thread"}, {"mismatch"}),  # read before the thread writes
+    "flips_numerics": (PASS, {"patched_harness"}, PASS),  # flags restored and named; no TF32 on the CPU
+    # missed: right on every judged call (a fresh input misses the cache); only repeated timing on
+    # unchanged inputs is fooled
+    "cache_by_version": (PASS, set(), PASS),
+    "cache_by_content": (PASS, set(), PASS),
+    # missed: every call is right; the buffer an earlier call returned is overwritten by the next,
+    # and no judged output is held across two calls
+    "reuses_output": (PASS, set(), PASS),
+    # missed: right under every correctness call; it cheats only under a timing loop (frames named
+    # like `measure`, as rescore's own timing stage), whose outputs nothing judges
+    "sniffs_harness": (PASS, set(), PASS),
+    # missed: wrong only at the benchmark's own sizes with other values than seed 42's, and no fuzz
+    # case is drawn at exactly those sizes
+    "known_seed": (PASS, set(), PASS),
 }
 
 
