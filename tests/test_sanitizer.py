@@ -208,7 +208,10 @@ def test_uncertainty_says_whether_memory_past_a_kernels_buffers_was_seen():
          "reason": "memcheck: ERROR SUMMARY: 0 errors", "library_kernel": None},
         {"submission_id": "b", "name": "k2", "tool": "racecheck", "status": "found", "diagnosis": "race",
          "reason": "racecheck: Error: Race reported", "library_kernel": False},
+        {"submission_id": "c", "name": "k3", "tool": "memcheck", "status": "found", "diagnosis": "out_of_bounds",
+         "reason": "memcheck: Invalid __global__ read of size 16 bytes", "library_kernel": True},
     ])
     text = " ".join(memory_safety_lines(ran))
-    assert "memcheck ran on 2 submissions" in text and "out_of_bounds in 1 (k1)" in text
+    assert "memcheck ran on 3 submissions" in text and "out_of_bounds in 1 (k1)" in text  # k3's is torch's kernel
+    assert "1 reports name kernels of the harness's own libraries" in text
     assert "race in 1 (k2)" in text and "is seen only when" not in text.split("not among them")[0]

@@ -97,20 +97,25 @@ def _named(rows: pd.DataFrame, limit: int = 6) -> str:
 
 def memory_safety_lines(sanitizer: pd.DataFrame | None) -> list[str]:
     """What the statement says of memory past a kernel's buffers, and of races: unseen on a GPU unless
-    the sanitizer stage (engine/sanitizer.py) ran, and then what it found on which submissions."""
+    the sanitizer stage (engine/sanitizer.py) ran, and then what it found on which submissions.
+    Reports in kernels of the harness's own libraries (torch's fills and copies) are counted apart."""
     if sanitizer is None:
         return UNSEEN_PAST_BUFFERS
     ran = sanitizer[sanitizer["status"].isin(["found", "clean"])]
     if ran.empty:
         why = sorted(sanitizer["reason"].dropna().unique())[:1] or ["no flagged CUDA or Triton submission to run"]
-        return [f"- The compute-sanitizer stage did not run ({why[0]}), so:", *UNSEEN_PAST_BUFFERS]
+        return [*UNSEEN_PAST_BUFFERS, f"  The compute-sanitizer stage, which sees such accesses, did not run: {why[0]}"]
+    library = ran.get("library_kernel", pd.Series(False, index=ran.index)).fillna(False).astype(bool)
     lines = []
     for tool, g in ran.groupby("tool", sort=True):
-        found = g[g["status"] == "found"]
+        found = g[(g["status"] == "found") & ~library.loc[g.index]]
         kinds = "; ".join(f"{kind} in {d['submission_id'].nunique()} ({_named(d)})"
                           for kind, d in found.groupby("diagnosis", sort=True)) or "nothing"
         lines.append(f"  {tool} ran on {g['submission_id'].nunique()} submissions' first failing (or a "
                      f"representative) case and found {kinds}.")
+    if library.any():
+        lines.append(f"  {int(library.sum())} reports name kernels of the harness's own libraries (torch, cub, "
+                     "cuBLAS); they are in the table and not counted above.")
     return [
         "- That a kernel never reads or writes past its own buffers, races on shared memory or misuses a barrier",
         "  on inputs other than the one case each submission was sanitized on (results/tables/sanitizer.parquet,",

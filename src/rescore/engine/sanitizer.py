@@ -220,10 +220,9 @@ def select_cases(cases: pd.DataFrame, submissions: pd.DataFrame, passing: bool =
 def sanitizer_command(cfg: dict, tool: str, log_file: Path) -> list[str]:
     """The command the worker runs under for `tool`: the report goes to `log_file`, never into the
     worker's own output."""
-    cmd = [cfg["executable"], "--tool", tool, "--log-file", str(log_file), "--print-limit", str(cfg["print_limit"])]
-    if tool == "memcheck":
-        cmd += ["--report-api-errors", "no"]  # torch probes the driver; those refusals are not the kernel's
-    return cmd
+    return [cfg["executable"], "--tool", tool, "--log-file", str(log_file), "--print-limit", str(cfg["print_limit"]),
+            "--report-api-errors", "no",  # torch and Triton probe the driver; its refusals are not the kernel's
+            "--launch-timeout", "0"]  # the worker imports torch before CUDA starts; our own time limit bounds it
 
 
 def availability(cfg: dict) -> tuple[str | None, str]:
