@@ -131,3 +131,27 @@ def test_native_code_cannot_reach_the_network_either(tmp_path, worker):
                          language="torch", dtypes=("float32",))
         rows = run_submission(sub, CFG, worker, fixed=False)
     assert [r["outcome"] for r in rows] == ["pass"], [r.get("reason") for r in rows]
+
+
+def test_the_gpu_corpus_is_complete():
+    """Every GPU-only exploit fixture has its problem and expected outcome in the script that runs
+    it on a GPU (scripts/gpu/wild_exploits.py), and that script refuses clearly without CUDA."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("wild_exploits", REPO / "scripts" / "gpu" / "wild_exploits.py")
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script  # its dataclass looks its module up there
+    spec.loader.exec_module(script)
+    folder = REPO / "tests" / "fixtures" / "hacks_gpu"
+    assert {p.stem for p in folder.glob("*.py") if not p.name.startswith("problem_")} == set(script.EXPECTED)
+    for want in script.EXPECTED.values():
+        assert want.problem.is_file() and want.fuzz <= set(ALL_OUTCOMES) and want.why
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu" / "wild_exploits.py")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "needs a CUDA device" in done.stderr
