@@ -32,13 +32,14 @@ from rescore.inputs.values import LARGE_DRAW, fill
 from rescore.model.findings import merge
 from rescore.model.malformed import source_defect
 from rescore.model.records import load_module, module_int_names
-from rescore.model.schema import OpSchema, bound_sizes, infer_schema, input_shapes, largest_numel, schema_from_spec
+from rescore.model.schema import OpSchema, largest_numel
 from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
 from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
 from rescore.worker import confine, timing
 from rescore.worker.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
+from rescore.worker.problem_schema import bound_sizes, infer_schema, input_shapes, schema_from_spec
 from rescore.worker.transfers import to_device, to_host
 from rescore.worker.usage import (
     Launches,
