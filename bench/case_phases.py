@@ -39,8 +39,9 @@ def main() -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     import rescore.worker.executor as ex
     from rescore.corpus.catalog import load_corpus
-    from rescore.engine.runner import RunConfig, job_of
+    from rescore.engine.runner import RunConfig
     from rescore.model.schema import largest_numel
+    from rescore.worker.protocol import job_of
 
     spent: dict[str, float] = {}
 

@@ -14,8 +14,9 @@ from rescore.analysis.study import illusion_table
 from rescore.analysis.uncertainty import statement
 from rescore.engine.check import detect_language, summarize
 from rescore.engine.pacing import SUBMISSION_BUDGET_S, Pace, settled_reason, stopped_early, submission_budget
-from rescore.engine.runner import RunConfig, job_of, run_submission
+from rescore.engine.runner import RunConfig, run_submission
 from rescore.model.records import Submission
+from rescore.worker.protocol import job_of
 
 ROW = {"outcome": "crash", "reason": "the worker died"}
 

@@ -225,9 +225,9 @@ def test_a_case_past_the_large_draw_takes_its_shapes_from_the_meta_device(monkey
     from conftest import toy_submission
 
     import rescore.worker.executor as ex
-    from rescore.engine.runner import job_of
     from rescore.inputs.seeds import sub_seed
     from rescore.inputs.strategies import CaseSpec
+    from rescore.worker.protocol import job_of
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission("problem_scale.py", "scale_correct.py")))
@@ -272,7 +272,8 @@ def test_a_case_whose_free_draws_the_reference_rejects_varies_one_size_at_a_time
     from conftest import toy_submission
 
     import rescore.worker.executor as ex
-    from rescore.engine.runner import RunConfig, job_of, run_submission
+    from rescore.engine.runner import RunConfig, run_submission
+    from rescore.worker.protocol import job_of
 
     sub = toy_submission("problem_residual.py", "residual_correct.py", dtypes=("float32",))
     executor = ex.Executor("cpu", 1 << 15)

@@ -37,7 +37,7 @@ from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
 from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
-from rescore.worker import confine, timing
+from rescore.worker import confine, protocol, timing
 from rescore.worker.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
 from rescore.worker.problem_schema import bound_sizes, infer_schema, input_shapes, schema_from_spec
 from rescore.worker.transfers import to_device, to_host
@@ -1259,34 +1259,35 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
             packet = conn.recv()
         except EOFError:
             return
-        token, msg = packet if len(packet) == 2 and isinstance(packet[0], bytes) else (None, packet)
-        kind = msg[0]
-        if kind == "stop":
+        token, wire = packet if len(packet) == 2 and isinstance(packet[0], bytes) else (None, packet)
+        if wire[0] == protocol.Kind.STOP:
             return
         confine.refresh_cpu_limit()
-        status = "ok"
+        status = protocol.Status.OK
         try:
-            if kind == "load":
-                result = executor.load(msg[1])
-            elif kind == "fixed":
-                result = executor.run_fixed(*msg[1:])
-            elif kind == "case":
-                result = executor.run_case(**msg[1])
-            elif kind == "time":
-                result = executor.run_timing(**msg[1])
-            else:
-                result = {"outcome": "crash", "reason": f"unknown message {kind!r}"}
+            match protocol.decode(wire):
+                case protocol.Load(job):
+                    result = executor.load(job)
+                case protocol.Fixed(profile, dtype):
+                    result = executor.run_fixed(profile, dtype)
+                case protocol.Case(strategy, seed, dtype, override):
+                    result = executor.run_case(strategy, seed, dtype, override)
+                case protocol.Time(dtype, warmup, repeats, budget_s, host_clock, flush_bytes):
+                    result = executor.run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes)
+        except protocol.UnknownMessage as exc:
+            result = {"outcome": "crash", "reason": str(exc)}
         except NeedsRestart as exc:
-            status, result = "restart", {"outcome": "crash", "reason": str(exc)}
+            status, result = protocol.Status.RESTART, {"outcome": "crash", "reason": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
             result = {"outcome": "crash", "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
         executor._police(None)  # whatever ran last, the answer is sent by an intact harness
         if executor.restart:
-            status = "restart"
-        result["_rss"] = _rss()
-        conn.send((token, status, result) if token is not None else (status, result))
+            status = protocol.Status.RESTART
+        result = protocol.plain(result)
+        result[protocol.RSS_KEY] = _rss()
+        conn.send((token, status.value, result) if token is not None else (status.value, result))
         sys.stdout.flush()
-        if status == "restart":
+        if status == protocol.Status.RESTART:
             return
 
 
