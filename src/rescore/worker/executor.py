@@ -14,13 +14,11 @@ import linecache
 import os
 import platform
 import random
-import re
 import sys
 import threading
 import time
-import traceback
 import types
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
@@ -38,6 +36,13 @@ from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
 from rescore.worker import confine, protocol, timing
+from rescore.worker.exceptions import (
+    NeedsRestart,
+    Verdict,
+    cuda_context_usable,
+    is_cuda_failure,
+    verdict_of,
+)
 from rescore.worker.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
 from rescore.worker.problem_schema import bound_sizes, infer_schema, input_shapes, schema_from_spec
 from rescore.worker.transfers import to_device, to_host
@@ -50,7 +55,6 @@ from rescore.worker.usage import (
     reference_findings,
 )
 
-REFUSALS = (ValueError, TypeError, NotImplementedError)
 SIZE_RETRIES = 6
 # After SIZE_RETRIES draws the float64 reference rejected (a real problem's sizes are tied: channels
 # divisible by groups, a residual's shapes equal), this many draws that vary one size and keep the
@@ -76,22 +80,6 @@ DECOY_EVERY = 8  # under the interpreter, the decoy call runs on one fuzz case i
 # result_caching variants for some strategies and none for others)
 
 
-class NeedsRestart(Exception):
-    """The worker's device state is no longer trustworthy (CUDA error): restart after this case."""
-
-
-@dataclass
-class Verdict:
-    outcome: str
-    reason: str = ""
-    diagnosis: str | None = None  # set when the failure itself says why (an out-of-bounds access)
-
-    def row(self, row: dict, start: float) -> dict:
-        """`row` completed as a failed call that began at perf_counter() `start`."""
-        extra = {"diagnosis": self.diagnosis} if self.diagnosis else {}
-        return dict(row, outcome=self.outcome, reason=self.reason, wall_ms=1e3 * (time.perf_counter() - start), **extra)
-
-
 def versions(device: str) -> str:
     """Library versions and device, recorded on every case."""
     info = {"python": platform.python_version(), "torch": torch.__version__}
@@ -114,85 +102,6 @@ def inputs_hash(inputs: list) -> str:
         else:
             h.update(repr(x).encode())
     return h.hexdigest()[:16]
-
-
-def _is_cuda_failure(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__}: {exc}"
-    return any(
-        s in text for s in ("CUDA error", "illegal memory access", "CUDA_ERROR", "cudaError", "device-side assert")
-    )
-
-
-def cuda_context_usable() -> bool:
-    """Whether this process's CUDA context survived an error. A launch the driver refuses up front
-    (a grid of 0 blocks, too many threads per block) leaves it usable; a fault inside a kernel (an
-    illegal address, a device-side assert) poisons it for the life of the process. Restarting the
-    worker after the first kind cost a fresh CUDA process and a reload on every case of a kernel
-    whose grid is 0 at small sizes (12 minutes for one submission on the H200)."""
-    try:
-        torch.cuda.synchronize()
-        return float(torch.ones(1, device="cuda").add_(1).item()) == 2.0
-    except BaseException:  # noqa: BLE001 - any failure here means the context is gone
-        return False
-
-
-def _is_oom(exc: BaseException) -> bool:
-    text = str(exc)
-    return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or any(
-        s in text for s in ("out of memory", "can't allocate memory", "Unable to allocate")
-    )
-
-
-def _frames(tb) -> list[str]:
-    return [frame.f_code.co_filename for frame, _ in traceback.walk_tb(tb)]
-
-
-def _is_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def _where(exc: BaseException) -> str:
-    tb = traceback.extract_tb(exc.__traceback__)
-    if not tb:
-        return ""
-    last = tb[-1]
-    return f" (at {os.path.basename(last.filename)}:{last.lineno})"
-
-
-def _compile_error_text(name: str, message: str) -> str:
-    """A Triton compilation error in one line: its position, the source line it points at and its
-    last line (the cause), instead of the position alone that its first line holds."""
-    lines = [line.rstrip() for line in message.strip().splitlines() if line.strip()]
-    if len(lines) <= 1:
-        return f"{name}: {lines[0] if lines else ''}"[:500]
-    body = lines[1:-1]  # the kernel's source up to the line it points at, then a caret line
-    carets = [i for i, line in enumerate(body) if set(line.strip()) <= {"^", "~"}]
-    source = body[carets[0] - 1].strip() if carets and carets[0] > 0 else (body[-1].strip() if body else "")
-    return f"{name}: {lines[0]} `{source}`: {lines[-1].strip()}"[:500]
-
-
-def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdict:
-    """Map an exception raised while running the candidate to an outcome (docs/architecture.md, "Outcomes")."""
-    name = type(exc).__name__
-    module = type(exc).__module__ or ""
-    text = f"{name}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
-    if _is_oom(exc):
-        return Verdict("oom", text)
-    if _is_cuda_failure(exc):
-        return Verdict("crash", text + _where(exc))
-    if isinstance(exc.__cause__, interpreter_guard.OutOfBounds):  # the interpreter wraps kernel errors
-        return Verdict("crash", text + _where(exc), "out_of_bounds")
-    if module.startswith("triton") and ("Compilation" in name or "OutOfResources" in name):
-        return Verdict("compile_error", _compile_error_text(name, str(exc)))
-    if isinstance(exc, REFUSALS) and candidate_file:
-        files = _frames(exc.__traceback__)
-        own = [i for i, f in enumerate(files) if _is_file(f, candidate_file)]
-        if own and all(_is_file(f, candidate_file) for f in files[own[0] :]):
-            return Verdict("declined", text + _where(exc))
-    return Verdict("crash", text + _where(exc))
 
 
 def _flatten(out) -> list | None:
@@ -568,7 +477,7 @@ class Executor:
             ref = timing.measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s)
             row.update(timing.columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
         except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
-            if _is_cuda_failure(exc) and not cuda_context_usable():
+            if is_cuda_failure(exc) and not cuda_context_usable():
                 raise NeedsRestart(f"the reference left the GPU unusable: {exc}"[:500]) from exc
             reason = f"problem {where}: the reference failed: {type(exc).__name__}: {exc}"
             row.update(ref_outcome="crash", ref_reason=reason[:500])
@@ -588,27 +497,8 @@ class Executor:
         return None
 
     def _verdict_of(self, exc: BaseException) -> Verdict:
-        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
-            self.findings.add("exits")
-        v = classify_exception(exc, self.candidate_file)
-        if v.outcome == "oom" and self._hog(exc):
-            self.findings.add("memory_hog")
-            return Verdict("crash", f"{v.reason}: more memory than this worker may use")
-        if v.outcome == "crash" and _is_cuda_failure(exc) and not cuda_context_usable():
-            raise NeedsRestart(v.reason) from exc
-        return v
+        return verdict_of(exc, self.findings, self.candidate_file, self.device)
 
-    def _hog(self, exc: BaseException) -> bool:
-        """An allocation larger than the worker may ever have is the kernel's fault, not the machine's
-        (which would be retried and then `skipped`)."""
-        asked = _requested_bytes(str(exc))
-        if self.device == "cuda":
-            limit = torch.cuda.get_device_properties(0).total_memory
-            return asked is not None and asked > limit
-        limit = confine.memory_cap()
-        if asked is not None:
-            return asked > limit
-        return confine.memory_available() > limit // 2  # nothing else is short of memory: it asked too much
 
     def draw(self, strategy: str, seed: int, dtype: str, override: dict | None = None) -> CaseSpec:
         """The CaseSpec of a case: from its strategy and seed, or from an explicit trigger."""
@@ -987,7 +877,7 @@ class Executor:
             if self.device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001
-            if _is_cuda_failure(exc) and not cuda_context_usable():
+            if is_cuda_failure(exc) and not cuda_context_usable():
                 raise NeedsRestart(str(exc)) from exc
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 self.findings.add("exits")
@@ -1193,19 +1083,6 @@ def _refill(tensors: list, values: list) -> None:
         for t, v in zip(tensors, values):
             if isinstance(t, torch.Tensor) and isinstance(v, torch.Tensor) and t.shape == v.shape:
                 t.copy_(v)
-
-
-_SIZE = re.compile(r"(?:tried to allocate|unable to allocate)\s+([\d.]+)\s*(bytes|[KMGTP]i?B)", re.IGNORECASE)
-_UNITS = {"bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50}
-
-
-def _requested_bytes(text: str) -> int | None:
-    """The size of a failed allocation, from torch's (CPU or CUDA) or numpy's message."""
-    m = _SIZE.search(text)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1))
 
 
 class _Watched:
