@@ -85,13 +85,13 @@ def main() -> None:
             elements += largest_numel(json.loads(row.get("shapes") or "[]"))
         total = time.perf_counter() - start
         if args.profile:
-            harness, executor.harness = executor.harness, None  # its restore would switch the profiler off
+            harness, executor.guard.harness = executor.guard.harness, None  # its restore would switch the profiler off
             profiler = cProfile.Profile()
             profiler.enable()
             for i in range(args.cases):
                 executor.run_case("default", 1000 + i, args.dtype, None)
             profiler.disable()
-            executor.harness = harness
+            executor.guard.harness = harness
             pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
         print(json.dumps({
             "entry": entry, "device": args.device, "budget": budget, "cases": args.cases, "outcomes": outcomes,

@@ -113,7 +113,7 @@ def test_a_second_run_that_differs_only_in_rounding_passes_and_one_that_is_wrong
     from rescore.inputs.strategies import CaseSpec
 
     executor = ex.Executor("cpu", 1 << 20)
-    executor.job = {"problem": {}}
+    executor.loaded.job = {"problem": {}}
     spec = CaseSpec("default", 1, "float32", {"n": 64}, "normal", "contiguous")
     truth = torch.randn(64, dtype=torch.float64) * 10
     first = truth.to(torch.float32)

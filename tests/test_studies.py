@@ -278,7 +278,7 @@ def test_a_case_whose_free_draws_the_reference_rejects_varies_one_size_at_a_time
     sub = toy_submission("problem_residual.py", "residual_correct.py", dtypes=("float32",))
     executor = ex.Executor("cpu", 1 << 15)
     executor.load(job_of(sub))
-    defaults = dict(executor.schema.defaults())
+    defaults = dict(executor.loaded.schema.defaults())
     assert set(defaults) == {"batch_size", "in_features", "out_features"}
     for seed in range(20):
         held = executor._held_draw("default", seed, "float32").sizes

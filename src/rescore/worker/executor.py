@@ -15,7 +15,6 @@ import os
 import platform
 import random
 import sys
-import threading
 import time
 import types
 from dataclasses import replace
@@ -27,7 +26,6 @@ from rescore.inputs.seeds import sub_seed
 from rescore.inputs.shapes import fit_budget
 from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import LARGE_DRAW, fill
-from rescore.model.findings import merge
 from rescore.model.malformed import source_defect
 from rescore.model.records import load_module, module_int_names
 from rescore.model.schema import OpSchema, largest_numel
@@ -36,6 +34,7 @@ from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
 from rescore.worker import confine, protocol, timing
+from rescore.worker.context import Loaded
 from rescore.worker.exceptions import (
     NeedsRestart,
     Verdict,
@@ -43,13 +42,13 @@ from rescore.worker.exceptions import (
     is_cuda_failure,
     verdict_of,
 )
-from rescore.worker.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
+from rescore.worker.guard import Guard
+from rescore.worker.integrity import digest, digests, hash_tensor
 from rescore.worker.problem_schema import bound_sizes, infer_schema, input_shapes, schema_from_spec
 from rescore.worker.transfers import to_device, to_host
 from rescore.worker.usage import (
     Launches,
     OpRecorder,
-    holds_reference,
     kernel_findings,
     output_findings,
     reference_findings,
@@ -142,117 +141,27 @@ class Executor:
             interpreter_compat.install()  # Triton 3.6: loop bounds from scalar tensors under a recent NumPy
             interpreter_speed.install()  # the interpreter's per-launch scan of triton.language, done once
         self.versions = versions(device)
-        self.problem: types.ModuleType | None = None
-        self.candidate: types.ModuleType | None = None
-        self.load_error: Verdict | None = None
-        self.schema: OpSchema | None = None
+        self.loaded = Loaded()
+        self.guard = Guard(self.loaded)
         self.model64: torch.nn.Module | None = None  # the case's float64 reference (`_reference`)
         self.truth_device = device  # where the case's float64 truth is computed (`_truth_device`)
         self.host_truth_work = HOST_TRUTH_WORK  # lowered by a slow host truth of the loaded problem
         self.learned_truth_work: dict[str, int] = {}  # problem_id -> its lowered host_truth_work
         self.truth_seconds = 0.0  # how long the last float64 reference run took (`_reference`)
-        self.job: dict = {}
-        self.harness: Harness | None = None
-        self.audit: confine.Audit | None = None
-        self.threads: set[threading.Thread] = set()
-        self.load_findings: set[str] = set()
-        self.load_details: list[str] = []
-        self.findings: set[str] = set()
-        self.details: list[str] = []
-        self.restart = False
         self.cases_run = 0  # fuzz cases of the loaded job run in this process (paces the CPU's decoy calls)
 
-    # -- the harness's defences ------------------------------------------------------------------
     def arm(self, audit: confine.Audit | None = None) -> None:
-        """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
-        Called once in a worker, after the harness's own imports and before any candidate loads."""
-        Launches.install()
-        gc.collect()
-        gc.freeze()  # the harness's own objects are never garbage: collections then skip them
-        self.harness = Harness()
-        self.threads = set(threading.enumerate())
-        self.audit = audit
-        if audit is not None:
-            audit.armed = True
+        """Take the snapshots the candidate will be checked against (`Guard.arm`)."""
+        self.guard.arm(audit)
 
-    def _call(self, fn, *args, record: OpRecorder | None = None):
-        """Run candidate code, then undo and record what it did to the harness and the problem."""
-        snap = problem_snapshot(self.problem) if self.problem is not None else None
-        model, forward = self._watch_reference()
-        try:
-            if record is not None:
-                with record:
-                    return fn(*args)
-            return fn(*args)
-        finally:
-            if model is not None and model.__dict__.get("forward") is not forward:
-                if getattr(model.__dict__.get("forward"), "_rescore_watch", False):
-                    model.forward = forward
-            self._police(snap)
-
-    def _watch_reference(self):
-        """Wrap the problem's Model.forward for the length of a candidate call, so that a candidate
-        that runs the reference (imported, found in sys.modules, inherited) is noticed."""
-        model = getattr(self.problem, "Model", None)
-        forward = model.__dict__.get("forward") if isinstance(model, type) else None
-        if forward is None:
-            return None, None
-        executor = self
-
-        def watched(*args, **kwargs):
-            executor._found("uses_reference", "the problem's Model.forward ran inside the candidate's call")
-            return forward(*args, **kwargs)
-
-        watched._rescore_watch = True
-        model.forward = watched
-        return model, forward
-
-    def _police(self, snap) -> None:
-        if self.harness is not None:
-            changed = self.harness.restore()
-            if changed:
-                self._found("patched_harness", "patched " + ", ".join(changed[:4]))
-        if snap is not None:
-            changed = snap.restore()
-            if changed:
-                self._found("rebinds_problem", "re-bound " + ", ".join(changed[:4]))
-        if self.audit is not None:
-            seen, details = self.audit.drain()
-            self.findings |= seen
-            self.details += details
-            if confine.sweep_children():
-                self._found("subprocess", "child processes were left running (killed)")
-            alive = [t for t in threading.enumerate() if t not in self.threads and t.is_alive()]
-            if alive:
-                self.restart = True
-                self._found("background_thread", f"{len(alive)} thread(s) left running (worker restarted)")
-        if self.candidate is not None and self.problem is not None:
-            self.findings |= holds_reference(self.candidate, self.problem)
-
-    def _found(self, finding: str, detail: str) -> None:
-        """Record a finding, with what was seen the first time in this call (for the row's reason)."""
-        if finding not in self.findings and len(self.details) < 8:
-            self.details.append(detail[:200])
-        self.findings.add(finding)
-
-    def _begin(self) -> None:
-        self.findings, self.details = set(), []
-
-    def _with_findings(self, row: dict) -> dict:
-        """The row with the findings of its submission's load and of this call."""
-        found = merge(self.load_findings, self.findings)
-        if found:
-            row["findings"] = found
-            details = self.load_details + self.details
-            if details:
-                note = "; ".join(dict.fromkeys(details))[:400]
-                row["reason"] = f"{row['reason']} [{note}]" if row.get("reason") else f"[{note}]"
-        return row
+    @property
+    def candidate_file(self) -> str | None:
+        return self.loaded.candidate_file
 
     # -- loading ---------------------------------------------------------------------------------
     def _forget_previous(self) -> None:
         """Drop the previous job's modules, so a worker that serves thousands stays small."""
-        self.problem = self.candidate = self.model64 = None
+        self.loaded.problem = self.loaded.candidate = self.model64 = None
         for name in [n for n in sys.modules if n.startswith(("rescore_candidate_", "rescore_problem_"))]:
             del sys.modules[name]
         try:
@@ -267,71 +176,72 @@ class Executor:
     def load(self, job: dict) -> dict:
         """Load the job's problem and candidate; returns the schema it will fuzz (as plain data)."""
         self._forget_previous()
-        self.job = job
+        self.loaded.job = job
         self.cases_run = 0
         self.host_truth_work = self.learned_truth_work.get(job["problem"].get("problem_id"), HOST_TRUTH_WORK)
-        self.load_error = None
-        self.load_findings, self.load_details = set(), []
-        self._begin()
+        self.loaded.load_error = None
+        self.guard.forget_load_findings()
+        self.guard.begin()
         problem = job["problem"]
         try:
             defect = source_defect(problem["source"], problem["path"], "problem")
             if defect:
                 raise ValueError(defect)
-            self.problem = load_module(problem["source"], problem["path"], "problem")
+            self.loaded.problem = load_module(problem["source"], problem["path"], "problem")
             sizes = module_int_names(problem["source"])
-            inferred = infer_schema(self.problem, sizes)
+            inferred = infer_schema(self.loaded.problem, sizes)
             if problem.get("schema"):
-                explicit = schema_from_spec(problem["schema"], sizes, self.problem)
+                explicit = schema_from_spec(problem["schema"], sizes, self.loaded.problem)
                 domains = dict(inferred.domains)
                 domains.update(explicit.domains)
-                self.schema = OpSchema(explicit.dims, explicit.reduction, domains, explicit.max_elements, False,
+                self.loaded.schema = OpSchema(explicit.dims, explicit.reduction, domains, explicit.max_elements, False,
                                        explicit.family, explicit.linear)
             else:
-                self.schema = inferred
-            _check_problem(self.problem)
+                self.loaded.schema = inferred
+            _check_problem(self.loaded.problem)
         except BaseException as exc:  # noqa: BLE001 - a broken problem is recorded, not raised
-            self.problem = None
-            self.load_error = Verdict(
+            self.loaded.problem = None
+            self.loaded.load_error = Verdict(
                 "skipped", f"problem {problem['path']} could not be loaded: {type(exc).__name__}: {exc}"[:500]
             )
             return {}
         sub = job["submission"]
         if sub["language"] == "cuda" and self.device != "cuda":
-            self.load_error = Verdict("skipped", "CUDA C submission (load_inline) needs a GPU; run on a CUDA device")
+            self.loaded.load_error = Verdict(
+                "skipped", "CUDA C submission (load_inline) needs a GPU; run on a CUDA device")
             return self._schema_dict()
         if sub.get("cuda_only") and self.device != "cuda":
-            self.load_error = Verdict(
+            self.loaded.load_error = Verdict(
                 "skipped", f"{sub['name']}: its dump says this kernel runs only with CUDA (gpuemu meta.json "
                 "`requires_gpu`); run on a CUDA device")
             return self._schema_dict()
         if sub["language"] == "cuda":
             failed = self._use_prebuild(sub["source"])
             if failed:
-                self.load_error = Verdict("compile_error", failed[:500])
+                self.loaded.load_error = Verdict("compile_error", failed[:500])
                 return self._schema_dict()
         try:
             defect = source_defect(sub["source"], sub["path"])
             if defect:
                 raise ImportError(defect)
-            self.candidate = self._call(load_module, sub["source"], sub["path"], "candidate")
-            new = getattr(self.candidate, "ModelNew", None)
+            self.loaded.candidate = self.guard.call(load_module, sub["source"], sub["path"], "candidate")
+            new = getattr(self.loaded.candidate, "ModelNew", None)
             if new is None:
                 raise AttributeError(f"{sub['path']} defines no ModelNew")
             if not callable(new):
                 raise TypeError(f"{sub['path']}: ModelNew is a {type(new).__name__}, not a class")
-            self.findings |= reference_findings(self.candidate, self.problem)
+            self.guard.findings |= reference_findings(self.loaded.candidate, self.loaded.problem)
         except BaseException as exc:  # noqa: BLE001
-            self.candidate = None
+            self.loaded.candidate = None
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                self.findings.add("exits")
-                self.load_error = Verdict("crash", f"{type(exc).__name__} raised while importing the submission")
+                self.guard.findings.add("exits")
+                self.loaded.load_error = Verdict("crash", f"{type(exc).__name__} raised while importing the submission")
             elif isinstance(exc, PermissionError) and "rescore sandbox" in str(exc):
-                self.load_error = Verdict("crash", f"{type(exc).__name__}: {exc}"[:500])
+                self.loaded.load_error = Verdict("crash", f"{type(exc).__name__}: {exc}"[:500])
             else:
-                self.load_error = Verdict("compile_error", f"{type(exc).__name__}: {exc}"[:500])
-        self.load_findings, self.load_details = set(self.findings), list(self.details)
-        self._begin()
+                self.loaded.load_error = Verdict("compile_error", f"{type(exc).__name__}: {exc}"[:500])
+        self.guard.keep_load_findings()
+        self.guard.begin()
         return self._schema_dict()
 
     def _use_prebuild(self, source: str) -> str | None:
@@ -345,12 +255,12 @@ class Executor:
         if failed:
             return failed
         folder = activate(source)
-        if self.audit is not None:
-            self.audit.allow(str(folder))
+        if self.guard.audit is not None:
+            self.guard.audit.allow(str(folder))
         return None
 
     def _schema_dict(self) -> dict:
-        s = self.schema
+        s = self.loaded.schema
         if s is None:
             return {}
         return {
@@ -359,14 +269,10 @@ class Executor:
             "inferred": s.inferred,
         }
 
-    @property
-    def candidate_file(self) -> str | None:
-        return getattr(self.candidate, "__file__", None)
-
     # -- the fixed-shape check -------------------------------------------------------------------
     def run_fixed(self, profile: str, dtype: str = "float32") -> dict:
-        self._begin()
-        return self._with_findings(self._run_fixed(profile, dtype))
+        self.guard.begin()
+        return self.guard.with_findings(self._run_fixed(profile, dtype))
 
     def _run_fixed(self, profile: str, dtype: str) -> dict:
         row = {
@@ -385,31 +291,33 @@ class Executor:
         skip = self._cannot_run(dtype)
         if skip:
             return dict(row, outcome=skip.outcome, reason=skip.reason)
-        assert self.problem is not None and self.candidate is not None and self.schema is not None
-        sizes = self.schema.defaults()
+        assert self.loaded.problem is not None and self.loaded.candidate is not None and self.loaded.schema is not None
+        sizes = self.loaded.schema.defaults()
         row["sizes"] = json.dumps(sizes)
-        row["shapes"] = json.dumps([list(s) if s else None for s in input_shapes(self.problem, sizes)])
+        row["shapes"] = json.dumps([list(s) if s else None for s in input_shapes(self.loaded.problem, sizes)])
         ref_ops, cand_ops = OpRecorder(), OpRecorder()
         launches = Launches.count
         last: list = []
         problem = types.SimpleNamespace(
-            get_init_inputs=_blaming_reference(self.problem.get_init_inputs),
-            get_inputs=_blaming_reference(self.problem.get_inputs),
-            Model=_blaming_reference(lambda *init, m=self.problem.Model: _Watched(m(*init), None, ref_ops, last)),
+            get_init_inputs=_blaming_reference(self.loaded.problem.get_init_inputs),
+            get_inputs=_blaming_reference(self.loaded.problem.get_inputs),
+            Model=_blaming_reference(
+                lambda *init, m=self.loaded.problem.Model: _Watched(m(*init), None, ref_ops, last)),
         )
         candidate = types.SimpleNamespace(
-            ModelNew=lambda *init, _new=self.candidate.ModelNew: _Watched(self._call(_new, *init), self, cand_ops, last)
+            ModelNew=lambda *init, _new=self.loaded.candidate.ModelNew: _Watched(
+                self.guard.call(_new, *init), self.guard, cand_ops, last)
         )
         start = time.perf_counter()
         try:
             result = kernelbench_check(problem, candidate, self.device, dtype, profile)
         except _ReferenceFailed as exc:
-            reason = f"problem {self.job['problem']['path']}: the reference failed at its own sizes: {exc}"
+            reason = f"problem {self.loaded.job['problem']['path']}: the reference failed at its own sizes: {exc}"
             return dict(row, outcome="skipped", reason=reason[:500])
         except BaseException as exc:  # noqa: BLE001
             return self._verdict_of(exc).row(row, start)
-        self.findings |= kernel_findings(
-            self.job["submission"]["language"], ref_ops.ops, cand_ops.ops, Launches.count - launches
+        self.guard.findings |= kernel_findings(
+            self.loaded.job["submission"]["language"], ref_ops.ops, cand_ops.ops, Launches.count - launches
         )
         trials = result["trials"]
         diffs = [t.get("max_difference", float("nan")) for t in trials]
@@ -436,8 +344,8 @@ class Executor:
         benchmark's own inputs at `dtype` (`timing.py`). Only on a GPU (CUDA events, L2 flushed).
         `host_clock` (tests only) times through the host's clock on any device, and `flush_bytes`
         sets the flush buffer's size: CPU tensors then take the same path as a GPU's."""
-        self._begin()
-        return self._with_findings(self._run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes))
+        self.guard.begin()
+        return self.guard.with_findings(self._run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes))
 
     def _run_timing(self, dtype: str, warmup: int, repeats: int, budget_s: float, host_clock: bool,
                     flush_bytes: int | None) -> dict:
@@ -447,23 +355,23 @@ class Executor:
         skip = self._cannot_run(dtype)
         if skip:
             return dict(row, outcome=skip.outcome, reason=skip.reason)
-        assert self.problem is not None and self.candidate is not None
+        assert self.loaded.problem is not None and self.loaded.candidate is not None
         sync = torch.cuda.synchronize if self.device == "cuda" else None
         clock = timing.HostClock(sync) if host_clock else timing.EventClock()
         flush = timing.CacheFlush(self.device, flush_bytes)
         row["flush_bytes"] = flush.nbytes
-        where = self.job["problem"]["path"]
+        where = self.loaded.job["problem"]["path"]
         try:
-            init = self.problem.get_init_inputs()
-            inputs = timing.benchmark_inputs(self.problem, self.device, dtype)
+            init = self.loaded.problem.get_init_inputs()
+            inputs = timing.benchmark_inputs(self.loaded.problem, self.device, dtype)
         except Exception as exc:  # noqa: BLE001 - the problem's own code: not the candidate's fault
             reason = f"problem {where}: its inputs could not be made: {type(exc).__name__}: {exc}"
             return dict(row, outcome="skipped", reason=reason[:500])
         try:
             timing.seed(WEIGHT_SEED)
-            model = self._call(self.candidate.ModelNew, *init)
-            model = self._call(timing.placed, model, self.device, dtype)
-            timed = self._call(timing.measure, lambda: model(*inputs), clock, flush, warmup, repeats, budget_s)
+            model = self.guard.call(self.loaded.candidate.ModelNew, *init)
+            model = self.guard.call(timing.placed, model, self.device, dtype)
+            timed = self.guard.call(timing.measure, lambda: model(*inputs), clock, flush, warmup, repeats, budget_s)
         except BaseException as exc:  # noqa: BLE001
             if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
                 raise
@@ -471,9 +379,9 @@ class Executor:
             return dict(row, outcome=verdict.outcome, reason=verdict.reason)
         row.update(timing.columns(timed), capped=timed.capped, outcome="ok", reason="")
         try:  # the problem's Model, the same way, on inputs of its own (the candidate may have written its)
-            inputs = timing.benchmark_inputs(self.problem, self.device, dtype)
+            inputs = timing.benchmark_inputs(self.loaded.problem, self.device, dtype)
             timing.seed(WEIGHT_SEED)
-            reference = timing.placed(self.problem.Model(*init), self.device, dtype)
+            reference = timing.placed(self.loaded.problem.Model(*init), self.device, dtype)
             ref = timing.measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s)
             row.update(timing.columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
         except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
@@ -485,9 +393,9 @@ class Executor:
 
     # -- fuzz cases --------------------------------------------------------------------------------
     def _cannot_run(self, dtype: str) -> Verdict | None:
-        if self.load_error is not None:
-            return self.load_error
-        sub = self.job["submission"]
+        if self.loaded.load_error is not None:
+            return self.loaded.load_error
+        sub = self.loaded.job["submission"]
         if dtype == "bfloat16" and self.device == "cpu" and sub["language"] == "triton":
             return Verdict(
                 "skipped",
@@ -497,14 +405,14 @@ class Executor:
         return None
 
     def _verdict_of(self, exc: BaseException) -> Verdict:
-        return verdict_of(exc, self.findings, self.candidate_file, self.device)
+        return verdict_of(exc, self.guard.findings, self.candidate_file, self.device)
 
 
     def draw(self, strategy: str, seed: int, dtype: str, override: dict | None = None) -> CaseSpec:
         """The CaseSpec of a case: from its strategy and seed, or from an explicit trigger."""
-        assert self.problem is not None and self.schema is not None
+        assert self.loaded.problem is not None and self.loaded.schema is not None
         if override:
-            sizes = dict(self.schema.defaults())
+            sizes = dict(self.loaded.schema.defaults())
             sizes.update(override.get("sizes") or {})
             return CaseSpec(
                 strategy,
@@ -514,28 +422,28 @@ class Executor:
                 override.get("values", "normal"),
                 override.get("layout", "contiguous"),
             )
-        return get_strategy(strategy).draw(self.schema, dtype, seed, self._numel, self._size_budget())
+        return get_strategy(strategy).draw(self.loaded.schema, dtype, seed, self._numel, self._size_budget())
 
     def _size_budget(self) -> int:
         """Elements of the largest input a drawn case may hold: the run's budget, or the problem's."""
-        assert self.schema is not None
-        return min(self.budget, self.schema.max_elements or self.budget)
+        assert self.loaded.schema is not None
+        return min(self.budget, self.loaded.schema.max_elements or self.budget)
 
     def _numel(self, sizes: dict) -> int:
         """Elements of the largest input the problem's get_inputs() makes at these sizes."""
-        return largest_numel(input_shapes(self.problem, sizes))
+        return largest_numel(input_shapes(self.loaded.problem, sizes))
 
     def _held_draw(self, strategy: str, seed: int, dtype: str) -> CaseSpec:
         """A strategy's draw with every size but one (chosen by the seed) put back to the benchmark's
         own, then fitted to the element budget: what is left to try once the reference has rejected
         every free draw."""
-        assert self.problem is not None and self.schema is not None
+        assert self.loaded.problem is not None and self.loaded.schema is not None
         spec = self.draw(strategy, seed, dtype)
-        sizes = dict(self.schema.defaults())
+        sizes = dict(self.loaded.schema.defaults())
         varied = random.Random(seed).choice(sorted(sizes)) if sizes else None
         if varied is not None:
             sizes[varied] = spec.sizes.get(varied, sizes[varied])
-        return replace(spec, sizes=fit_budget(sizes, self.schema, self._numel, self._size_budget()))
+        return replace(spec, sizes=fit_budget(sizes, self.loaded.schema, self._numel, self._size_budget()))
 
     def _seed(self, seed: int) -> None:
         """Seed the global random generators of the CPU and the device in use. (`torch.manual_seed`
@@ -547,20 +455,20 @@ class Executor:
 
     def make_inputs(self, spec: CaseSpec) -> tuple[list, list]:
         """(inputs at float64 holding the dtype-rounded values, init inputs) for one case."""
-        assert self.problem is not None and self.schema is not None
+        assert self.loaded.problem is not None and self.loaded.schema is not None
         tdtype = torch_dtype(spec.dtype)
-        with bound_sizes(self.problem, spec.sizes):
+        with bound_sizes(self.loaded.problem, spec.sizes):
             self._seed(sub_seed(spec.seed, "get_inputs"))
             base = self._large_inputs_on_meta(spec)
             if base is None:
-                base = self.problem.get_inputs()
-            init = self.problem.get_init_inputs()
+                base = self.loaded.problem.get_inputs()
+            init = self.loaded.problem.get_init_inputs()
         gen = torch.Generator().manual_seed(sub_seed(spec.seed, "fill"))
         inputs = []
         for i, x in enumerate(base):
             if isinstance(x, torch.Tensor) and x.is_floating_point():
                 if spec.values != "native":
-                    x = fill(tuple(x.shape), spec.values, gen, tdtype, self.schema.domains.get(i, "real"))
+                    x = fill(tuple(x.shape), spec.values, gen, tdtype, self.loaded.schema.domains.get(i, "real"))
                 x = x.to(tdtype).to(torch.float64)
             inputs.append(x)
         return inputs, init
@@ -571,12 +479,12 @@ class Executor:
         draw is thrown away, and for a 2^31-element trigger it took about 11 s on one core. None
         (draw as usual) for every other case, so ordinary seeds keep their values. Only a trigger
         goes past the fuzz budget (2^20 elements at most), so only a trigger looks (0.1 ms a case)."""
-        assert self.problem is not None
+        assert self.loaded.problem is not None
         if spec.strategy != "trigger" or spec.values == "native":
             return None
         try:
             with torch.device("meta"):
-                base = self.problem.get_inputs()
+                base = self.loaded.problem.get_inputs()
         except Exception:  # noqa: BLE001 - a factory that cannot run on meta draws as usual
             return None
         tensors = [x for x in base if isinstance(x, torch.Tensor)]
@@ -586,8 +494,8 @@ class Executor:
 
     def run_case(self, strategy: str, seed: int, dtype: str, override: dict | None = None, repeat: int = 1) -> dict:
         """Run one fuzz case; returns a row of the `cases` table (without the submission's columns)."""
-        self._begin()
-        return self._with_findings(self._run_case(strategy, seed, dtype, override, repeat))
+        self.guard.begin()
+        return self.guard.with_findings(self._run_case(strategy, seed, dtype, override, repeat))
 
     def _run_case(self, strategy: str, seed: int, dtype: str, override: dict | None, repeat: int) -> dict:
         row = {
@@ -625,7 +533,7 @@ class Executor:
                 return self._run_spec(spec, row, repeat, decoy=decoy)
             except _ReferenceRejects as rejected:
                 last = str(rejected)
-        where = self.job["problem"]["path"]
+        where = self.loaded.job["problem"]["path"]
         return dict(row, outcome="skipped", reason=f"problem {where}: the float64 reference rejected every "
                     f"sampled size (last: {last})"[:500])
 
@@ -659,13 +567,13 @@ class Executor:
         `truth_device`, the low-precision reference (when `lowp_inputs` are given: the case's inputs
         on the device at the test dtype) on the device. Raises _ReferenceRejects when the reference
         refuses these sizes."""
-        assert self.problem is not None
+        assert self.loaded.problem is not None
         device = self.truth_device
         self.ref_ops = OpRecorder()
         ref_lowp = None
         try:
             self._seed(wseed)
-            ref_model = _round_parameters(self.problem.Model(*init), tdtype)
+            ref_model = _round_parameters(self.loaded.problem.Model(*init), tdtype)
             self.model64 = copy.deepcopy(ref_model).to(device).to(torch.float64)
             with torch.no_grad():
                 with self.ref_ops:
@@ -700,7 +608,7 @@ class Executor:
         error, and the float64 truth's own, scale with it, not with the result: a row holding
         +-1.8e19 loses its small terms in float64 too, and a kernel summing in another order is
         right where the truth is not. Non-finite sizes are 0 (those outputs are judged by class)."""
-        if self.schema is None or not self.schema.linear:
+        if self.loaded.schema is None or not self.loaded.schema.linear:
             return None
         got = self._float64_run([x.abs() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                                  for x in inputs64])
@@ -783,7 +691,7 @@ class Executor:
             return
         work = _truth_work([x.numel() for x in inputs64 if isinstance(x, torch.Tensor)], reduction_len)
         self.host_truth_work = min(self.host_truth_work, int(work * HOST_TRUTH_SECONDS / self.truth_seconds))
-        self.learned_truth_work[self.job["problem"].get("problem_id")] = self.host_truth_work
+        self.learned_truth_work[self.loaded.job["problem"].get("problem_id")] = self.host_truth_work
         self.truth_device = self.device
 
     def _run_spec(self, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
@@ -794,12 +702,12 @@ class Executor:
         reference computes the truth, and on a GPU the candidate runs once more on fresh copies
         (determinism: a race shows as two runs that differ).
         An explicit trigger (`override`) runs exactly as written, without the decoy call."""
-        assert self.problem is not None and self.candidate is not None and self.schema is not None
+        assert self.loaded.problem is not None and self.loaded.candidate is not None and self.loaded.schema is not None
         device, tdtype = self.device, torch_dtype(spec.dtype)
         inputs64, init = self.make_inputs(spec)
         row["shapes"] = json.dumps([list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs64])
         row["inputs_hash"] = inputs_hash(inputs64)
-        row["reduction_len"] = self.schema.reduction_length(spec.sizes)
+        row["reduction_len"] = self.loaded.schema.reduction_length(spec.sizes)
         self.truth_device = self._truth_device(inputs64, row["reduction_len"])
         wseed = sub_seed(spec.seed, "weights")
         checked, _ = self._reference(inputs64, init, tdtype, wseed)  # raises when it rejects these sizes
@@ -816,18 +724,18 @@ class Executor:
         start = time.perf_counter()
         try:
             self._seed(wseed)
-            model = self._call(self.candidate.ModelNew, *init)
+            model = self.guard.call(self.loaded.candidate.ModelNew, *init)
             if isinstance(model, torch.nn.Module):
-                model = self._call(lambda: model.to(device).to(tdtype))
+                model = self.guard.call(lambda: model.to(device).to(tdtype))
             with torch.no_grad():
                 for r in range(repeat - 1):  # earlier calls on other values of the same shape
                     earlier = self._decoy_values(spec, tdtype, f"decoy{r}")
-                    self._call(model, *self._candidate_inputs(earlier, spec.layout))
+                    self.guard.call(model, *self._candidate_inputs(earlier, spec.layout))
                 if decoy is not None:
                     decoy_start = time.perf_counter()
                     _refill(cand_inputs, decoy)
                     try:
-                        self._call(model, *cand_inputs)
+                        self.guard.call(model, *cand_inputs)
                     except Exception:  # noqa: BLE001 - judged on the case's own values below
                         pass
                     if device == "cuda":
@@ -837,7 +745,7 @@ class Executor:
                 before = _snapshot(cand_inputs)
                 guarded_before = digest(before)
                 launches = Launches.count
-                out = self._call(model, *cand_inputs, record=record)
+                out = self.guard.call(model, *cand_inputs, record=record)
             if device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001
@@ -847,15 +755,15 @@ class Executor:
         row["wall_ms"] = 1e3 * (time.perf_counter() - start)
         launches = Launches.count - launches
         if digests(inputs64 + lowp_inputs, before) != [guarded, guarded_before]:
-            self._found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
+            self.guard.found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
             inputs64, init = self.make_inputs(spec)
             lowp_inputs = self._lowp(inputs64, tdtype)
             before = _snapshot(lowp_inputs)
         truths, lowps = self._reference(inputs64, init, tdtype, wseed, lowp_inputs)
         structural = self._structural_truths(inputs64, truths)
         terms = self._term_sizes(inputs64, truths)
-        self.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
-        self.findings |= kernel_findings(self.job["submission"]["language"], ref_ops, record.ops, launches)
+        self.guard.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
+        self.guard.findings |= kernel_findings(self.loaded.job["submission"]["language"], ref_ops, record.ops, launches)
         verdict = self._judge(out, truths, lowps, cand_inputs, before, tdtype, spec, row["reduction_len"],
                               structural, terms)
         if verdict["outcome"] == "pass" and self.device == "cuda":
@@ -863,7 +771,7 @@ class Executor:
             # memory nothing wrote is NaN in the first run already; on the CPU a rerun finds nothing.
             again = self._rerun(model, lowp_inputs, spec.layout)
             if again is not None:
-                self.findings |= output_findings(_flatten(again) or [], truths + (lowps or []), "reads_reference")
+                self.guard.findings |= output_findings(_flatten(again) or [], truths + (lowps or []), "reads_reference")
                 verdict = self._judge_rerun(out, again, truths, lowps, tdtype, spec, row["reduction_len"], verdict,
                                             structural, terms)
         return dict(row, **verdict)
@@ -873,14 +781,14 @@ class Executor:
         inputs = self._candidate_inputs(lowp_inputs, layout)
         try:
             with torch.no_grad():
-                again = self._call(model, *inputs)
+                again = self.guard.call(model, *inputs)
             if self.device == "cuda":
                 torch.cuda.synchronize()
         except BaseException as exc:  # noqa: BLE001
             if is_cuda_failure(exc) and not cuda_context_usable():
                 raise NeedsRestart(str(exc)) from exc
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
-                self.findings.add("exits")
+                self.guard.findings.add("exits")
             return None
         return again
 
@@ -960,7 +868,7 @@ class Executor:
                     "diagnosis": "scattered" if wrong else "",
                     "ratios": {n: r for n in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}}
         lowp_err = max_finite_error(lp, t) if lp is not None else 0.0
-        atol, rtol, slack = DEFAULT_POLICY.bound(spec.dtype, lowp_err, self.job["problem"].get("tolerance"))
+        atol, rtol, slack = DEFAULT_POLICY.bound(spec.dtype, lowp_err, self.loaded.job["problem"].get("tolerance"))
         if terms is not None:  # a linear op: rounding error in proportion to the terms summed
             slack = slack + DEFAULT_POLICY.terms_slack(spec.dtype, terms)
         cmp = compare(o, t, tdtype, atol, rtol, slack, lp)
@@ -1087,24 +995,24 @@ def _refill(tensors: list, values: list) -> None:
 
 class _Watched:
     """A model as the fixed-shape check sees it: each call into candidate code goes through the
-    executor's checks, and the ops it runs are recorded. The check's own logic is untouched.
+    guard's checks, and the ops it runs are recorded. The check's own logic is untouched.
 
-    The reference's wrapper (no executor) keeps its last outputs in `last`, so that a candidate
+    The reference's wrapper (no guard) keeps its last outputs in `last`, so that a candidate
     that returns the reference's own output tensor (found in memory) is noticed."""
 
-    def __init__(self, model, executor: Executor | None, record: OpRecorder, last: list | None = None):
-        self._model, self._executor, self._record = model, executor, record
+    def __init__(self, model, guard: Guard | None, record: OpRecorder, last: list | None = None):
+        self._model, self._guard, self._record = model, guard, record
         self._last = last if last is not None else []
 
     def to(self, *args, **kwargs) -> _Watched:
-        if self._executor is None:
+        if self._guard is None:
             self._model = self._model.to(*args, **kwargs)
         else:
-            self._model = self._executor._call(lambda: self._model.to(*args, **kwargs))
+            self._model = self._guard.call(lambda: self._model.to(*args, **kwargs))
         return self
 
     def __call__(self, *args, **kwargs):
-        if self._executor is None:
+        if self._guard is None:
             try:
                 with self._record:
                     out = self._model(*args, **kwargs)
@@ -1113,12 +1021,12 @@ class _Watched:
             self._last[:] = _flatten(out) or []
             return out
         guarded = digest(self._last)
-        out = self._executor._call(lambda: self._model(*args, **kwargs), record=self._record)
+        out = self._guard.call(lambda: self._model(*args, **kwargs), record=self._record)
         if digest(self._last) != guarded:
-            self._executor._found("tampers_reference", "the reference's output changed while the candidate ran")
+            self._guard.found("tampers_reference", "the reference's output changed while the candidate ran")
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        self._executor.findings |= output_findings(outs, list(args))
-        self._executor.findings |= output_findings(outs, self._last, "reads_reference")
+        self._guard.findings |= output_findings(outs, list(args))
+        self._guard.findings |= output_findings(outs, self._last, "reads_reference")
         return out
 
 
@@ -1157,8 +1065,8 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
             status, result = protocol.Status.RESTART, {"outcome": "crash", "reason": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
             result = {"outcome": "crash", "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
-        executor._police(None)  # whatever ran last, the answer is sent by an intact harness
-        if executor.restart:
+        executor.guard.police(None)  # whatever ran last, the answer is sent by an intact harness
+        if executor.guard.restart:
             status = protocol.Status.RESTART
         result = protocol.plain(result)
         result[protocol.RSS_KEY] = _rss()
