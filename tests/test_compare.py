@@ -109,18 +109,15 @@ def test_digests_of_several_groups_are_each_groups_digest():
 
 
 def test_a_second_run_that_differs_only_in_rounding_passes_and_one_that_is_wrong_fails():
-    import rescore.worker.executor as ex
-    from rescore.inputs.strategies import CaseSpec
+    from rescore.oracle import judge
 
-    executor = ex.Executor("cpu", 1 << 20)
-    executor.loaded.job = {"problem": {}}
-    spec = CaseSpec("default", 1, "float32", {"n": 64}, "normal", "contiguous")
     truth = torch.randn(64, dtype=torch.float64) * 10
     first = truth.to(torch.float32)
     passed = {"outcome": "pass", "reason": ""}
 
     def rejudge(again):
-        return executor._judge_rerun(first, again, [truth], [first.clone()], torch.float32, spec, 1, passed)
+        return judge.judge_rerun(first, again, [truth], [first.clone()], torch.float32, "float32", 1, passed,
+                                 device="cpu", overrides=None)
 
     # atomics adding in another order: the last bit moves, the case still passes
     assert rejudge(torch.nextafter(first, torch.full_like(first, math.inf))) is passed

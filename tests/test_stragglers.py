@@ -222,7 +222,7 @@ def test_a_host_truth_measured_slow_moves_its_case_and_the_problems_heavier_case
     executor.device = "cuda"  # the rule reads the device name only
     x = torch.ones(1, 3, 64, 64, dtype=torch.float64)  # 12,288 elements: far below the host's limits
     assert executor._truth_device([x], reduction_len=1) == "cpu"
-    executor.truth_device, executor.truth_seconds = "cpu", 5 * ex.HOST_TRUTH_SECONDS
+    executor.truth_device, executor.reference.seconds = "cpu", 5 * ex.HOST_TRUTH_SECONDS
     executor._measured_truth([x], reduction_len=1)
     assert executor.truth_device == "cuda" and executor.host_truth_work == x.numel() // 5
     assert executor._truth_device([x], 1) == "cuda" and executor._truth_device([x[:, :1, :32]], 1) == "cpu"
@@ -231,7 +231,7 @@ def test_a_host_truth_measured_slow_moves_its_case_and_the_problems_heavier_case
     executor.learned_truth_work.clear()
     executor.load(job_of(sub))
     executor.device = "cuda"
-    executor.truth_device, executor.truth_seconds = "cpu", ex.HOST_TRUTH_SECONDS / 2  # fast: nothing moves
+    executor.truth_device, executor.reference.seconds = "cpu", ex.HOST_TRUTH_SECONDS / 2  # fast: nothing moves
     executor._measured_truth([x], reduction_len=1)
     assert executor.truth_device == "cpu" and executor.host_truth_work == ex.HOST_TRUTH_WORK
 
@@ -241,9 +241,10 @@ def test_the_truth_run_on_the_host_is_timed_without_building_the_module():
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission("problem_scale.py", "torch_correct.py")))
-    executor.truth_seconds = -1.0
-    truths, _ = executor._reference([torch.ones(8, 1024, dtype=torch.float64)], [], torch.float32, 1)
-    assert truths[0].dtype == torch.float64 and 0.0 <= executor.truth_seconds
+    executor.reference.seconds = -1.0
+    truths, _ = executor.reference.run(executor.loaded.problem, [torch.ones(8, 1024, dtype=torch.float64)], [],
+                                       torch.float32, 1, "cpu", "cpu")
+    assert truths[0].dtype == torch.float64 and 0.0 <= executor.reference.seconds
 
 
 def test_the_prebuild_instantiates_a_model_that_builds_in_its_init(tmp_path, monkeypatch, capsys):

@@ -6,7 +6,6 @@ Nothing here talks to the results: the worker sends plain dicts back to the pare
 
 from __future__ import annotations
 
-import copy
 import gc
 import hashlib
 import json
@@ -29,9 +28,10 @@ from rescore.inputs.values import LARGE_DRAW, fill
 from rescore.model.malformed import source_defect
 from rescore.model.records import load_module, module_int_names
 from rescore.model.schema import OpSchema, largest_numel
-from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
+from rescore.oracle import judge
 from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
-from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
+from rescore.oracle.reference import Reference, ReferenceRejects, flatten, scrub, seed_generators
+from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
 from rescore.worker import confine, protocol, timing
 from rescore.worker.context import Loaded
@@ -103,28 +103,8 @@ def inputs_hash(inputs: list) -> str:
     return h.hexdigest()[:16]
 
 
-def _flatten(out) -> list | None:
-    """The tensors of an output (a tensor, or a tuple/list of tensors); None when it is anything else."""
-    if type(out) is torch.Tensor:
-        return [out]
-    if isinstance(out, (tuple, list)) and out and all(type(o) is torch.Tensor for o in out):
-        return list(out)
-    return None
-
-
 def _snapshot(xs: list) -> list:
     return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in xs]
-
-
-def _unequal(a: torch.Tensor, b: torch.Tensor) -> int:
-    """Elements where two same-shape tensors differ (NaN equals NaN)."""
-    if a.is_floating_point():
-        return int((~((a == b) | (torch.isnan(a) & torch.isnan(b)))).sum())
-    return int((a != b).sum())
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and _unequal(a, b) == 0
 
 
 class Executor:
@@ -143,11 +123,10 @@ class Executor:
         self.versions = versions(device)
         self.loaded = Loaded()
         self.guard = Guard(self.loaded)
-        self.model64: torch.nn.Module | None = None  # the case's float64 reference (`_reference`)
+        self.reference = Reference()  # the case's float64 reference
         self.truth_device = device  # where the case's float64 truth is computed (`_truth_device`)
         self.host_truth_work = HOST_TRUTH_WORK  # lowered by a slow host truth of the loaded problem
         self.learned_truth_work: dict[str, int] = {}  # problem_id -> its lowered host_truth_work
-        self.truth_seconds = 0.0  # how long the last float64 reference run took (`_reference`)
         self.cases_run = 0  # fuzz cases of the loaded job run in this process (paces the CPU's decoy calls)
 
     def arm(self, audit: confine.Audit | None = None) -> None:
@@ -161,7 +140,7 @@ class Executor:
     # -- loading ---------------------------------------------------------------------------------
     def _forget_previous(self) -> None:
         """Drop the previous job's modules, so a worker that serves thousands stays small."""
-        self.loaded.problem = self.loaded.candidate = self.model64 = None
+        self.loaded.problem = self.loaded.candidate = self.reference.model64 = None
         for name in [n for n in sys.modules if n.startswith(("rescore_candidate_", "rescore_problem_"))]:
             del sys.modules[name]
         try:
@@ -445,20 +424,12 @@ class Executor:
             sizes[varied] = spec.sizes.get(varied, sizes[varied])
         return replace(spec, sizes=fit_budget(sizes, self.loaded.schema, self._numel, self._size_budget()))
 
-    def _seed(self, seed: int) -> None:
-        """Seed the global random generators of the CPU and the device in use. (`torch.manual_seed`
-        also queues a seed for every other accelerator backend and formats a stack trace for each,
-        about 1 ms of every case, and a run uses none of them.)"""
-        torch.default_generator.manual_seed(seed)
-        if self.device == "cuda":
-            torch.cuda.manual_seed_all(seed)
-
     def make_inputs(self, spec: CaseSpec) -> tuple[list, list]:
         """(inputs at float64 holding the dtype-rounded values, init inputs) for one case."""
         assert self.loaded.problem is not None and self.loaded.schema is not None
         tdtype = torch_dtype(spec.dtype)
         with bound_sizes(self.loaded.problem, spec.sizes):
-            self._seed(sub_seed(spec.seed, "get_inputs"))
+            seed_generators(self.device, sub_seed(spec.seed, "get_inputs"))
             base = self._large_inputs_on_meta(spec)
             if base is None:
                 base = self.loaded.problem.get_inputs()
@@ -521,7 +492,7 @@ class Executor:
             row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
             try:
                 return self._run_spec(spec, row, repeat, decoy=decoy)
-            except _ReferenceRejects as rejected:
+            except ReferenceRejects as rejected:
                 if override:
                     return dict(row, outcome="skipped", reason=f"the float64 reference rejects this input: {rejected}")
                 attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
@@ -531,7 +502,7 @@ class Executor:
             row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
             try:
                 return self._run_spec(spec, row, repeat, decoy=decoy)
-            except _ReferenceRejects as rejected:
+            except ReferenceRejects as rejected:
                 last = str(rejected)
         where = self.loaded.job["problem"]["path"]
         return dict(row, outcome="skipped", reason=f"problem {where}: the float64 reference rejected every "
@@ -560,106 +531,6 @@ class Executor:
 
         return [one(x) for x in inputs64]
 
-    def _reference(self, inputs64: list, init: list, tdtype: torch.dtype, wseed: int,
-                   lowp_inputs: list | None = None):
-        """(truths, low-precision reference outputs) of a case, recording the reference's ops and
-        keeping the float64 module (`model64`) for the truth's other runs. The truth is computed on
-        `truth_device`, the low-precision reference (when `lowp_inputs` are given: the case's inputs
-        on the device at the test dtype) on the device. Raises _ReferenceRejects when the reference
-        refuses these sizes."""
-        assert self.loaded.problem is not None
-        device = self.truth_device
-        self.ref_ops = OpRecorder()
-        ref_lowp = None
-        try:
-            self._seed(wseed)
-            ref_model = _round_parameters(self.loaded.problem.Model(*init), tdtype)
-            self.model64 = copy.deepcopy(ref_model).to(device).to(torch.float64)
-            with torch.no_grad():
-                with self.ref_ops:
-                    args = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs64]
-                    start = time.perf_counter()
-                    truth = self.model64(*args)
-                    self.truth_seconds = time.perf_counter() - start  # a host run's time (a GPU run is queued)
-                if lowp_inputs is not None:
-                    ref_lowp = _reference_at(ref_model, lowp_inputs, self.device, tdtype)
-        except Exception as exc:  # the reference itself rejects these sizes: draw again
-            raise _ReferenceRejects(f"{type(exc).__name__}: {exc}"[:300]) from exc
-        truths = _flatten(truth)
-        if truths is None:
-            raise _ReferenceRejects("the reference returned no tensor")
-        lowps = _flatten(ref_lowp) if ref_lowp is not None else None
-        return truths, lowps
-
-    def _float64_run(self, inputs64: list) -> list | None:
-        """The float64 reference of the case (`_reference`'s module) on other inputs; None when it
-        raises."""
-        assert self.model64 is not None
-        xs = [x.to(self.truth_device) if isinstance(x, torch.Tensor) else x for x in inputs64]
-        try:
-            with torch.no_grad():
-                return _flatten(self.model64(*xs))
-        except Exception:  # noqa: BLE001 - the caller falls back to the plain truth
-            return None
-
-    def _term_sizes(self, inputs64: list, truths: list) -> list | None:
-        """For an op whose schema says `linear` (each output a sum of inputs: a sum, a mean, a scan),
-        the op on |inputs|: the size of the terms each output sums. A correct kernel's rounding
-        error, and the float64 truth's own, scale with it, not with the result: a row holding
-        +-1.8e19 loses its small terms in float64 too, and a kernel summing in another order is
-        right where the truth is not. Non-finite sizes are 0 (those outputs are judged by class)."""
-        if self.loaded.schema is None or not self.loaded.schema.linear:
-            return None
-        got = self._float64_run([x.abs() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                                 for x in inputs64])
-        if got is None or len(got) != len(truths):
-            return None
-        return [torch.where(torch.isfinite(a), a, torch.zeros((), dtype=a.dtype, device=a.device))
-                if a.is_floating_point() and a.shape == t.shape else None for a, t in zip(got, truths)]
-
-    def _structural_truths(self, inputs64: list, truths: list) -> list | None:
-        """Per output, the float64 value of each element that does not depend on the case's NaN and
-        Inf inputs (NaN where it does), or None when no input is non-finite or no truth is.
-
-        A reference written densely can be NaN only through its form: causal attention as scores
-        masked to -inf, softmax, then `@ v` gives 0 * NaN = NaN for a NaN in a future value that a
-        kernel skipping future blocks never reads, and is right not to. An element depends on the
-        non-finite inputs when the reference changes as they are replaced by +1e300 and by -1e300."""
-        if all(bool(torch.isfinite(t).all()) for t in truths if t.is_floating_point()):
-            return None  # the common case, and the cheaper test: outputs are checked first
-        floats = [x for x in inputs64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
-        if all(bool(torch.isfinite(x).all()) for x in floats):
-            return None
-        runs = []
-        for stand_in in (1e300, -1e300):
-            got = self._float64_run(
-                [torch.where(torch.isfinite(x), x, torch.full_like(x, stand_in))
-                 if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs64])
-            if got is None or len(got) != len(truths):
-                return None  # no structural values: the truth stands as it is
-            runs.append(got)
-        structural: list = []
-        for a, b, t in zip(*runs, truths):
-            if not t.is_floating_point() or a.shape != t.shape or b.shape != t.shape:
-                structural.append(None)
-                continue
-            same = torch.isfinite(a) & (a == b)
-            structural.append(torch.where(same, a, torch.full_like(a, float("nan"))))
-        return structural
-
-    @staticmethod
-    def _scrub(outputs: list, inputs: list) -> None:
-        """Overwrite the size check's reference outputs before they are freed, so that the answer
-        is nowhere in memory while the candidate runs: not in a recycled block (every fresh
-        allocation is NaN-filled anyway), nor for a raw pointer that reads freed memory.
-        (Handing the allocator's cache back to the driver instead cost a GPU case 2 to 10 times its
-        time, and freed device memory keeps its contents.)"""
-        kept = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
-        with torch.no_grad():
-            for t in outputs:  # an output that is a view of an input (a transpose, say) is the input
-                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.untyped_storage().data_ptr() not in kept:
-                    t.fill_(float("nan"))
-
     def _candidate_inputs(self, values: list, layout: str) -> list:
         """Private copies of a case's inputs for the candidate, laid out as the case says."""
         return [
@@ -687,10 +558,10 @@ class Executor:
         HOST_TRUTH_SECONDS moves the rest of the case (its truth) to the device, and from then on
         the problem's cases come to the host only with the work that fits in that time at the rate
         just measured (kept for the other submissions of the problem this worker loads)."""
-        if self.truth_device != "cpu" or self.device == "cpu" or self.truth_seconds <= HOST_TRUTH_SECONDS:
+        if self.truth_device != "cpu" or self.device == "cpu" or self.reference.seconds <= HOST_TRUTH_SECONDS:
             return
         work = _truth_work([x.numel() for x in inputs64 if isinstance(x, torch.Tensor)], reduction_len)
-        self.host_truth_work = min(self.host_truth_work, int(work * HOST_TRUTH_SECONDS / self.truth_seconds))
+        self.host_truth_work = min(self.host_truth_work, int(work * HOST_TRUTH_SECONDS / self.reference.seconds))
         self.learned_truth_work[self.loaded.job["problem"].get("problem_id")] = self.host_truth_work
         self.truth_device = self.device
 
@@ -710,10 +581,12 @@ class Executor:
         row["reduction_len"] = self.loaded.schema.reduction_length(spec.sizes)
         self.truth_device = self._truth_device(inputs64, row["reduction_len"])
         wseed = sub_seed(spec.seed, "weights")
-        checked, _ = self._reference(inputs64, init, tdtype, wseed)  # raises when it rejects these sizes
+        ref_record = OpRecorder()
+        checked, _ = self.reference.run(self.loaded.problem, inputs64, init, tdtype, wseed, device, self.truth_device,
+                                        record=ref_record)  # raises when it rejects these sizes
         self._measured_truth(inputs64, row["reduction_len"])
-        ref_ops = set(self.ref_ops.ops)
-        self._scrub(checked, inputs64)
+        ref_ops = set(ref_record.ops)
+        scrub(checked, inputs64)
         del checked
         lowp_inputs = self._lowp(inputs64, tdtype)
         cand_inputs = self._candidate_inputs(lowp_inputs, spec.layout)
@@ -723,7 +596,7 @@ class Executor:
         record = OpRecorder()
         start = time.perf_counter()
         try:
-            self._seed(wseed)
+            seed_generators(self.device, wseed)
             model = self.guard.call(self.loaded.candidate.ModelNew, *init)
             if isinstance(model, torch.nn.Module):
                 model = self.guard.call(lambda: model.to(device).to(tdtype))
@@ -759,21 +632,24 @@ class Executor:
             inputs64, init = self.make_inputs(spec)
             lowp_inputs = self._lowp(inputs64, tdtype)
             before = _snapshot(lowp_inputs)
-        truths, lowps = self._reference(inputs64, init, tdtype, wseed, lowp_inputs)
-        structural = self._structural_truths(inputs64, truths)
-        terms = self._term_sizes(inputs64, truths)
+        truths, lowps = self.reference.run(self.loaded.problem, inputs64, init, tdtype, wseed, device,
+                                           self.truth_device, lowp_inputs, record=OpRecorder())
+        structural = self.reference.structural_truths(inputs64, truths)
+        terms = self.reference.term_sizes(self.loaded.schema.linear, inputs64, truths)
         self.guard.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
         self.guard.findings |= kernel_findings(self.loaded.job["submission"]["language"], ref_ops, record.ops, launches)
-        verdict = self._judge(out, truths, lowps, cand_inputs, before, tdtype, spec, row["reduction_len"],
-                              structural, terms)
+        overrides = self.loaded.job["problem"].get("tolerance")
+        verdict = judge.judge(out, truths, lowps, cand_inputs, before, tdtype, spec.dtype, row["reduction_len"],
+                              structural, terms, device=device, overrides=overrides, place=self._judged_where)
         if verdict["outcome"] == "pass" and self.device == "cuda":
             # Only a GPU can race: the interpreter runs program instances one after another, and
             # memory nothing wrote is NaN in the first run already; on the CPU a rerun finds nothing.
             again = self._rerun(model, lowp_inputs, spec.layout)
             if again is not None:
-                self.guard.findings |= output_findings(_flatten(again) or [], truths + (lowps or []), "reads_reference")
-                verdict = self._judge_rerun(out, again, truths, lowps, tdtype, spec, row["reduction_len"], verdict,
-                                            structural, terms)
+                self.guard.findings |= output_findings(flatten(again) or [], truths + (lowps or []), "reads_reference")
+                verdict = judge.judge_rerun(out, again, truths, lowps, tdtype, spec.dtype, row["reduction_len"],
+                                            verdict, structural, terms, device=device, overrides=overrides,
+                                            place=self._judged_where)
         return dict(row, **verdict)
 
     def _rerun(self, model, lowp_inputs: list, layout: str):
@@ -805,137 +681,9 @@ class Executor:
         flat = iter(to_host([x for g in groups for x in g or []]))
         return tuple(None if g is None else [next(flat) for _ in g] for g in groups)
 
-    def _judge_rerun(self, out, again, truths, lowps, tdtype, spec: CaseSpec, reduction_len: int,
-                     verdict: dict, structural: list | None = None, terms: list | None = None) -> dict:
-        """The second run on the same input is judged against the truth like the first. Two runs may
-        differ in their last bits (a correct kernel that accumulates with atomics adds in whatever
-        order the programs finish), so only a second run that fails its own judgement, or returns
-        another shape, makes the case fail: `nondeterministic` (a race, or memory nothing wrote)."""
-        a, b = _flatten(out), _flatten(again)
-        if b is None or len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
-            return dict(verdict, outcome="bad_output", reason="a second run on the same input returned another shape",
-                        diagnosis="nondeterministic")
-        host_a, host_b = self._judged_where(a, b)
-        differ = sum(_unequal(x, y) for x, y in zip(host_a, host_b))
-        if not differ:  # the same bits: the same verdict, without judging again
-            return verdict
-        second = self._judge(again, truths, lowps, [], [], tdtype, spec, reduction_len, structural, terms)
-        if second["outcome"] == "pass":
-            return verdict
-        return dict(second, diagnosis="nondeterministic",
-                    reason=f"nondeterministic: the first run passed, a second run on the same input differs from "
-                           f"it in {differ} elements and fails: {second.get('reason', '')}"[:1000])
-
-    def _judge(self, out, truths, lowps, cand_inputs, before, tdtype, spec: CaseSpec, reduction_len: int,
-               structural: list | None = None, terms: list | None = None) -> dict:
-        outs = _flatten(out)
-        if outs is None or len(outs) != len(truths):
-            return {
-                "outcome": "bad_output",
-                "reason": f"expected {len(truths)} plain tensor(s), got {type(out).__name__}",
-            }
-        for o, t, lp in zip(outs, truths, lowps or [None] * len(truths)):
-            want_dtype = lp.dtype if lp is not None else (tdtype if t.is_floating_point() else t.dtype)
-            if o.shape != t.shape:
-                return {"outcome": "bad_output", "reason": f"shape {tuple(o.shape)} != {tuple(t.shape)}"}
-            if o.dtype != want_dtype:
-                return {"outcome": "bad_output", "reason": f"dtype {o.dtype} != {want_dtype}"}
-            if o.device.type != self.device:
-                return {"outcome": "bad_output", "reason": f"device {o.device} != {self.device}"}
-        outs, truths, lowps, structural, terms, cand_inputs, before = self._judged_where(
-            outs, truths, lowps, structural, terms, cand_inputs, before)
-        truths = [_structural_truth(o, t, st) for o, t, st in zip(outs, truths, structural or [None] * len(truths))]
-        for i, (x, x0) in enumerate(zip(cand_inputs, before)):
-            if isinstance(x, torch.Tensor) and not _same(x, x0):
-                return {"outcome": "mutated_input", "reason": f"input {i} was written by the candidate"}
-        verdicts = [self._judge_one(o, t, lp, tdtype, spec, reduction_len, ts)
-                    for o, t, lp, ts in zip(outs, truths, lowps or [None] * len(truths), terms or [None] * len(truths))]
-        worst = next((v for v in verdicts if v["outcome"] != "pass"), verdicts[0])
-        ratios: dict[str, float] = {}
-        for v in verdicts:
-            for name, r in v.pop("ratios").items():
-                ratios[name] = max(ratios.get(name, 0.0), r)
-        worst["policy_ratios"] = json.dumps(ratios, sort_keys=True)
-        return worst
-
-    def _judge_one(self, o, t, lp, tdtype, spec: CaseSpec, reduction_len: int,
-                   terms: torch.Tensor | None = None) -> dict:
-        if not o.is_floating_point():
-            wrong = int((o.cpu() != t.to(o.dtype).cpu()).sum())
-            r = 0.0 if not wrong else float("inf")
-            return {"outcome": "mismatch" if wrong else "pass", "n_elements": o.numel(), "n_mismatch": wrong,
-                    "max_abs_err": r, "reason": f"{wrong} of {o.numel()} integer elements differ" if wrong else "",
-                    "diagnosis": "scattered" if wrong else "",
-                    "ratios": {n: r for n in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}}
-        lowp_err = max_finite_error(lp, t) if lp is not None else 0.0
-        atol, rtol, slack = DEFAULT_POLICY.bound(spec.dtype, lowp_err, self.loaded.job["problem"].get("tolerance"))
-        if terms is not None:  # a linear op: rounding error in proportion to the terms summed
-            slack = slack + DEFAULT_POLICY.terms_slack(spec.dtype, terms)
-        cmp = compare(o, t, tdtype, atol, rtol, slack, lp)
-        return {
-            "outcome": cmp.outcome,
-            "reason": "" if cmp.outcome == "pass" else cmp.message(),
-            "diagnosis": cmp.diagnosis,
-            "max_abs_err": cmp.max_abs_err,
-            "max_rel_err": cmp.max_rel_err,
-            "err_ulp": cmp.err_ulp,
-            "n_elements": cmp.n_elements,
-            "n_mismatch": cmp.n_mismatch + cmp.n_nonfinite,
-            "first_mismatch": json.dumps(cmp.first_mismatch) if cmp.first_mismatch is not None else None,
-            "atol": atol,
-            "rtol": rtol,
-            "bound": cmp.slack,
-            "ref_lowp_err": lowp_err,
-            "ref_max_abs": max_abs_finite(t),
-            "ratios": policy_ratios(o, t, spec.dtype, slack, reduction_len, cmp.n_nonfinite > 0, (atol, rtol)),
-        }
-
-
 def _truth_work(sizes: list[int], reduction_len: int) -> int:
     """A case's estimated float64 work: its largest input's elements x its reduction length."""
     return max(sizes) * max(reduction_len, 1)
-
-
-def _structural_truth(out: torch.Tensor, truth: torch.Tensor, structural: torch.Tensor | None) -> torch.Tensor:
-    """The truth `out` is judged by: where the reference is non-finite only through its form (see
-    `_structural_truths`) and `out` is finite, the value that does not depend on the non-finite
-    inputs; a non-finite `out` there still matches the reference's own NaN or Inf."""
-    if structural is None or not out.is_floating_point() or not truth.is_floating_point():
-        return truth
-    free = torch.isfinite(structural) & ~torch.isfinite(truth) & torch.isfinite(out)
-    return torch.where(free, structural, truth) if bool(free.any()) else truth
-
-
-def _round_parameters(model, dtype: torch.dtype):
-    """The reference module with its floating parameters and buffers rounded to the test dtype (kept
-    in their own dtype): the candidate's module is cast to that dtype, so the truth is computed from
-    the same weights, as it is from the same dtype-rounded inputs. (Without this a float16 linear
-    layer was judged against float32 weights: a correct kernel was off by the weights' rounding.)"""
-    if isinstance(model, torch.nn.Module):
-        with torch.no_grad():
-            for t in [*model.parameters(), *model.buffers()]:
-                if t.is_floating_point():
-                    t.copy_(t.to(dtype).to(t.dtype))
-    return model
-
-
-def _reference_at(model, inputs: list, device: str, dtype: torch.dtype):
-    """The reference as a correct kernel at `dtype` computes it: half types accumulate in float32,
-    so the module runs in float32 on the dtype-rounded inputs and its output is rounded to `dtype`.
-    It runs on copies of `inputs` (the case's own, which a reference writing into its input would
-    change), made by the cast where there is one."""
-    compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    args = [(x.to(compute, copy=True) if x.is_floating_point() else x.clone()) if isinstance(x, torch.Tensor) else x
-            for x in inputs]
-    try:
-        out = model.to(device).to(compute)(*args)
-    except Exception:
-        return None
-    if isinstance(out, torch.Tensor):
-        return out.to(dtype) if out.dtype == compute else out
-    if isinstance(out, (tuple, list)):
-        return type(out)(o.to(dtype) if isinstance(o, torch.Tensor) and o.dtype == compute else o for o in out)
-    return out
 
 
 class _ReferenceFailed(Exception):
@@ -967,10 +715,6 @@ def _check_problem(problem: types.ModuleType) -> None:
         got = fn()
         if not isinstance(got, (list, tuple)):
             raise TypeError(f"{name}() returned {type(got).__name__}, not a list of inputs")
-
-
-class _ReferenceRejects(Exception):
-    """The float64 reference raised on these sizes: the sizes are outside the problem's domain."""
 
 
 def poison_fresh_memory() -> None:
@@ -1018,7 +762,7 @@ class _Watched:
                     out = self._model(*args, **kwargs)
             except Exception as exc:
                 raise _ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
-            self._last[:] = _flatten(out) or []
+            self._last[:] = flatten(out) or []
             return out
         guarded = digest(self._last)
         out = self._guard.call(lambda: self._model(*args, **kwargs), record=self._record)
