@@ -6,6 +6,7 @@ Nothing here talks to the results: the worker sends plain dicts back to the pare
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import json
@@ -44,8 +45,8 @@ from rescore.worker.exceptions import (
 )
 from rescore.worker.guard import Guard
 from rescore.worker.integrity import digest, digests, hash_tensor
+from rescore.worker.placement import TruthPlacement, judged_where, lowp
 from rescore.worker.problem_schema import bound_sizes, infer_schema, input_shapes, schema_from_spec
-from rescore.worker.transfers import to_device, to_host
 from rescore.worker.usage import (
     Launches,
     OpRecorder,
@@ -59,20 +60,6 @@ SIZE_RETRIES = 6
 # divisible by groups, a residual's shapes equal), this many draws that vary one size and keep the
 # others at the benchmark's own, so that the relations among those hold.
 HELD_RETRIES = 6
-# On a GPU a case whose tensors all hold at most this many elements is judged on the host: the
-# comparison is a hundred small ops, and on a GPU shared by many worker processes every op waits for
-# its process's turn (a context switch), so host copies made once cost less than the ops.
-HOST_JUDGE_ELEMENTS = 1 << 17
-# For the same reason a GPU case computes its float64 truth on the host when its inputs are that
-# small and its estimated work (largest input x reduction length) is at most this: float64 on one
-# core then takes milliseconds, against a dozen turns on the GPU (the uploads, the runs, the copies
-# back). The truth is float64 either way; the two devices differ in its last bits, far below any bound.
-HOST_TRUTH_WORK = 1 << 22
-# The estimate does not see work that outgrows the inputs: a KernelBench level 2 convolution reads
-# 12,288 elements and does 3 million multiply-adds (34 ms in float64 on one core). So the truth's
-# host run is timed: one slower than this moves the rest of its case to the device, and lowers in
-# proportion the estimate the problem's later cases may bring to the host (`_measured_truth`).
-HOST_TRUTH_SECONDS = 0.01
 DECOY_EVERY = 8  # under the interpreter, the decoy call runs on one fuzz case in this many
 # (8: then every strategy's first 8 cases in a row hold exactly one decoy, and a cache-keeping
 # kernel has the same chance under every strategy; at 32 the strategy study lost 3 to 7 of the
@@ -124,9 +111,7 @@ class Executor:
         self.loaded = Loaded()
         self.guard = Guard(self.loaded)
         self.reference = Reference()  # the case's float64 reference
-        self.truth_device = device  # where the case's float64 truth is computed (`_truth_device`)
-        self.host_truth_work = HOST_TRUTH_WORK  # lowered by a slow host truth of the loaded problem
-        self.learned_truth_work: dict[str, int] = {}  # problem_id -> its lowered host_truth_work
+        self.placement = TruthPlacement(device)  # where the case's float64 truth is computed
         self.cases_run = 0  # fuzz cases of the loaded job run in this process (paces the CPU's decoy calls)
 
     def arm(self, audit: confine.Audit | None = None) -> None:
@@ -157,7 +142,7 @@ class Executor:
         self._forget_previous()
         self.loaded.job = job
         self.cases_run = 0
-        self.host_truth_work = self.learned_truth_work.get(job["problem"].get("problem_id"), HOST_TRUTH_WORK)
+        self.placement.for_problem(job["problem"].get("problem_id"))
         self.loaded.load_error = None
         self.guard.forget_load_findings()
         self.guard.begin()
@@ -517,20 +502,6 @@ class Executor:
         self.cases_run += 1
         return due
 
-    def _lowp(self, inputs64: list, tdtype: torch.dtype) -> list:
-        """A case's inputs on the device at the test dtype (floating tensors rounded, others as they
-        are). A small one is rounded on the host and uploaded without waiting (`transfers`)."""
-        def one(x):
-            if not isinstance(x, torch.Tensor):
-                return x
-            if not x.is_floating_point():
-                return to_device(x, self.device)
-            if x.numel() <= HOST_JUDGE_ELEMENTS:
-                return to_device(x.to(tdtype), self.device)
-            return x.to(self.device).to(tdtype)
-
-        return [one(x) for x in inputs64]
-
     def _candidate_inputs(self, values: list, layout: str) -> list:
         """Private copies of a case's inputs for the candidate, laid out as the case says."""
         return [
@@ -543,27 +514,7 @@ class Executor:
     def _decoy_values(self, spec: CaseSpec, tdtype: torch.dtype, name: str) -> list:
         """Inputs of the same sizes with other values (a second draw of the case's strategy)."""
         decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, name), spec.dtype, spec.sizes, spec.values, spec.layout)
-        return self._lowp(self.make_inputs(decoy)[0], tdtype)
-
-    def _truth_device(self, inputs64: list, reduction_len: int) -> str:
-        """Where the case's float64 truth is computed: the host for a small GPU case whose
-        estimated work the host has not been measured too slow for (HOST_TRUTH_WORK), else the device."""
-        sizes = [x.numel() for x in inputs64 if isinstance(x, torch.Tensor)]
-        if self.device != "cuda" or not sizes or max(sizes) > HOST_JUDGE_ELEMENTS:
-            return self.device
-        return "cpu" if _truth_work(sizes, reduction_len) <= self.host_truth_work else self.device
-
-    def _measured_truth(self, inputs64: list, reduction_len: int) -> None:
-        """After a case's first float64 run: one on the host that took longer than
-        HOST_TRUTH_SECONDS moves the rest of the case (its truth) to the device, and from then on
-        the problem's cases come to the host only with the work that fits in that time at the rate
-        just measured (kept for the other submissions of the problem this worker loads)."""
-        if self.truth_device != "cpu" or self.device == "cpu" or self.reference.seconds <= HOST_TRUTH_SECONDS:
-            return
-        work = _truth_work([x.numel() for x in inputs64 if isinstance(x, torch.Tensor)], reduction_len)
-        self.host_truth_work = min(self.host_truth_work, int(work * HOST_TRUTH_SECONDS / self.reference.seconds))
-        self.learned_truth_work[self.loaded.job["problem"].get("problem_id")] = self.host_truth_work
-        self.truth_device = self.device
+        return lowp(self.make_inputs(decoy)[0], tdtype, self.device)
 
     def _run_spec(self, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
         """The candidate runs before the reference's answer exists anywhere in the process: the
@@ -579,16 +530,17 @@ class Executor:
         row["shapes"] = json.dumps([list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs64])
         row["inputs_hash"] = inputs_hash(inputs64)
         row["reduction_len"] = self.loaded.schema.reduction_length(spec.sizes)
-        self.truth_device = self._truth_device(inputs64, row["reduction_len"])
+        self.placement.truth_device = self.placement.choose(inputs64, row["reduction_len"])
         wseed = sub_seed(spec.seed, "weights")
         ref_record = OpRecorder()
-        checked, _ = self.reference.run(self.loaded.problem, inputs64, init, tdtype, wseed, device, self.truth_device,
-                                        record=ref_record)  # raises when it rejects these sizes
-        self._measured_truth(inputs64, row["reduction_len"])
+        # raises when it rejects these sizes
+        checked, _ = self.reference.run(self.loaded.problem, inputs64, init, tdtype, wseed, device,
+                                        self.placement.truth_device, record=ref_record)
+        self.placement.measured(inputs64, row["reduction_len"], self.reference.seconds)
         ref_ops = set(ref_record.ops)
         scrub(checked, inputs64)
         del checked
-        lowp_inputs = self._lowp(inputs64, tdtype)
+        lowp_inputs = lowp(inputs64, tdtype, self.device)
         cand_inputs = self._candidate_inputs(lowp_inputs, spec.layout)
         row["strides"] = json.dumps([list(x.stride()) if isinstance(x, torch.Tensor) else None for x in cand_inputs])
         decoy = self._decoy_values(spec, tdtype, "in-place decoy") if decoy else None
@@ -630,17 +582,18 @@ class Executor:
         if digests(inputs64 + lowp_inputs, before) != [guarded, guarded_before]:
             self.guard.found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
             inputs64, init = self.make_inputs(spec)
-            lowp_inputs = self._lowp(inputs64, tdtype)
+            lowp_inputs = lowp(inputs64, tdtype, self.device)
             before = _snapshot(lowp_inputs)
         truths, lowps = self.reference.run(self.loaded.problem, inputs64, init, tdtype, wseed, device,
-                                           self.truth_device, lowp_inputs, record=OpRecorder())
+                                           self.placement.truth_device, lowp_inputs, record=OpRecorder())
         structural = self.reference.structural_truths(inputs64, truths)
         terms = self.reference.term_sizes(self.loaded.schema.linear, inputs64, truths)
         self.guard.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
         self.guard.findings |= kernel_findings(self.loaded.job["submission"]["language"], ref_ops, record.ops, launches)
         overrides = self.loaded.job["problem"].get("tolerance")
+        place = functools.partial(judged_where, device)
         verdict = judge.judge(out, truths, lowps, cand_inputs, before, tdtype, spec.dtype, row["reduction_len"],
-                              structural, terms, device=device, overrides=overrides, place=self._judged_where)
+                              structural, terms, device=device, overrides=overrides, place=place)
         if verdict["outcome"] == "pass" and self.device == "cuda":
             # Only a GPU can race: the interpreter runs program instances one after another, and
             # memory nothing wrote is NaN in the first run already; on the CPU a rerun finds nothing.
@@ -649,7 +602,7 @@ class Executor:
                 self.guard.findings |= output_findings(flatten(again) or [], truths + (lowps or []), "reads_reference")
                 verdict = judge.judge_rerun(out, again, truths, lowps, tdtype, spec.dtype, row["reduction_len"],
                                             verdict, structural, terms, device=device, overrides=overrides,
-                                            place=self._judged_where)
+                                            place=place)
         return dict(row, **verdict)
 
     def _rerun(self, model, lowp_inputs: list, layout: str):
@@ -667,24 +620,6 @@ class Executor:
                 self.guard.findings.add("exits")
             return None
         return again
-
-    def _judged_where(self, *groups: list | None) -> tuple:
-        """The tensors of a case where they are judged: host copies on a GPU when the case is small
-        (HOST_JUDGE_ELEMENTS; copied with one wait), else on the device (a truth computed on the
-        host is moved there)."""
-        tensors = [x for g in groups for x in g or [] if isinstance(x, torch.Tensor)]
-        if self.device == "cpu":
-            return groups
-        if any(x.numel() > HOST_JUDGE_ELEMENTS for x in tensors):
-            return tuple(None if g is None else [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in g]
-                         for g in groups)
-        flat = iter(to_host([x for g in groups for x in g or []]))
-        return tuple(None if g is None else [next(flat) for _ in g] for g in groups)
-
-def _truth_work(sizes: list[int], reduction_len: int) -> int:
-    """A case's estimated float64 work: its largest input's elements x its reduction length."""
-    return max(sizes) * max(reduction_len, 1)
-
 
 class _ReferenceFailed(Exception):
     """The problem's own code (reference, input factory) failed in the fixed-shape check."""
