@@ -8,33 +8,27 @@ from __future__ import annotations
 
 import functools
 import gc
-import hashlib
 import json
 import linecache
 import os
 import platform
-import random
 import sys
 import time
 import types
-from dataclasses import replace
 
 import torch
 
-from rescore.inputs.layout import apply_layout
 from rescore.inputs.seeds import sub_seed
-from rescore.inputs.shapes import fit_budget
-from rescore.inputs.strategies import CaseSpec, get_strategy
-from rescore.inputs.values import LARGE_DRAW, fill
+from rescore.inputs.strategies import CaseSpec
 from rescore.model.malformed import source_defect
 from rescore.model.records import load_module, module_int_names
-from rescore.model.schema import OpSchema, largest_numel
+from rescore.model.schema import OpSchema
 from rescore.oracle import judge
 from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.reference import Reference, ReferenceRejects, flatten, scrub, seed_generators
 from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
-from rescore.worker import confine, protocol, timing
+from rescore.worker import case_inputs, confine, protocol, timing
 from rescore.worker.context import Loaded
 from rescore.worker.exceptions import (
     NeedsRestart,
@@ -44,9 +38,9 @@ from rescore.worker.exceptions import (
     verdict_of,
 )
 from rescore.worker.guard import Guard
-from rescore.worker.integrity import digest, digests, hash_tensor
+from rescore.worker.integrity import digest, digests
 from rescore.worker.placement import TruthPlacement, judged_where, lowp
-from rescore.worker.problem_schema import bound_sizes, infer_schema, input_shapes, schema_from_spec
+from rescore.worker.problem_schema import infer_schema, input_shapes, schema_from_spec
 from rescore.worker.usage import (
     Launches,
     OpRecorder,
@@ -77,21 +71,6 @@ def versions(device: str) -> str:
         info["triton"] = None
     info["device"] = torch.cuda.get_device_name(0) if device == "cuda" else "cpu (TRITON_INTERPRET=1)"
     return json.dumps(info, sort_keys=True)
-
-
-def inputs_hash(inputs: list) -> str:
-    """A hash of the exact input values (and shapes and dtypes) of a case."""
-    h = hashlib.sha256()
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            hash_tensor(h, x)
-        else:
-            h.update(repr(x).encode())
-    return h.hexdigest()[:16]
-
-
-def _snapshot(xs: list) -> list:
-    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in xs]
 
 
 class Executor:
@@ -372,82 +351,6 @@ class Executor:
         return verdict_of(exc, self.guard.findings, self.candidate_file, self.device)
 
 
-    def draw(self, strategy: str, seed: int, dtype: str, override: dict | None = None) -> CaseSpec:
-        """The CaseSpec of a case: from its strategy and seed, or from an explicit trigger."""
-        assert self.loaded.problem is not None and self.loaded.schema is not None
-        if override:
-            sizes = dict(self.loaded.schema.defaults())
-            sizes.update(override.get("sizes") or {})
-            return CaseSpec(
-                strategy,
-                seed,
-                override.get("dtype", dtype),
-                sizes,
-                override.get("values", "normal"),
-                override.get("layout", "contiguous"),
-            )
-        return get_strategy(strategy).draw(self.loaded.schema, dtype, seed, self._numel, self._size_budget())
-
-    def _size_budget(self) -> int:
-        """Elements of the largest input a drawn case may hold: the run's budget, or the problem's."""
-        assert self.loaded.schema is not None
-        return min(self.budget, self.loaded.schema.max_elements or self.budget)
-
-    def _numel(self, sizes: dict) -> int:
-        """Elements of the largest input the problem's get_inputs() makes at these sizes."""
-        return largest_numel(input_shapes(self.loaded.problem, sizes))
-
-    def _held_draw(self, strategy: str, seed: int, dtype: str) -> CaseSpec:
-        """A strategy's draw with every size but one (chosen by the seed) put back to the benchmark's
-        own, then fitted to the element budget: what is left to try once the reference has rejected
-        every free draw."""
-        assert self.loaded.problem is not None and self.loaded.schema is not None
-        spec = self.draw(strategy, seed, dtype)
-        sizes = dict(self.loaded.schema.defaults())
-        varied = random.Random(seed).choice(sorted(sizes)) if sizes else None
-        if varied is not None:
-            sizes[varied] = spec.sizes.get(varied, sizes[varied])
-        return replace(spec, sizes=fit_budget(sizes, self.loaded.schema, self._numel, self._size_budget()))
-
-    def make_inputs(self, spec: CaseSpec) -> tuple[list, list]:
-        """(inputs at float64 holding the dtype-rounded values, init inputs) for one case."""
-        assert self.loaded.problem is not None and self.loaded.schema is not None
-        tdtype = torch_dtype(spec.dtype)
-        with bound_sizes(self.loaded.problem, spec.sizes):
-            seed_generators(self.device, sub_seed(spec.seed, "get_inputs"))
-            base = self._large_inputs_on_meta(spec)
-            if base is None:
-                base = self.loaded.problem.get_inputs()
-            init = self.loaded.problem.get_init_inputs()
-        gen = torch.Generator().manual_seed(sub_seed(spec.seed, "fill"))
-        inputs = []
-        for i, x in enumerate(base):
-            if isinstance(x, torch.Tensor) and x.is_floating_point():
-                if spec.values != "native":
-                    x = fill(tuple(x.shape), spec.values, gen, tdtype, self.loaded.schema.domains.get(i, "real"))
-                x = x.to(tdtype).to(torch.float64)
-            inputs.append(x)
-        return inputs, init
-
-    def _large_inputs_on_meta(self, spec: CaseSpec) -> list | None:
-        """`get_inputs()` on the meta device, for a case past values.LARGE_DRAW elements whose inputs
-        are all floating and all refilled by the case's value class: the problem's own random
-        draw is thrown away, and for a 2^31-element trigger it took about 11 s on one core. None
-        (draw as usual) for every other case, so ordinary seeds keep their values. Only a trigger
-        goes past the fuzz budget (2^20 elements at most), so only a trigger looks (0.1 ms a case)."""
-        assert self.loaded.problem is not None
-        if spec.strategy != "trigger" or spec.values == "native":
-            return None
-        try:
-            with torch.device("meta"):
-                base = self.loaded.problem.get_inputs()
-        except Exception:  # noqa: BLE001 - a factory that cannot run on meta draws as usual
-            return None
-        tensors = [x for x in base if isinstance(x, torch.Tensor)]
-        if not tensors or any(not x.is_floating_point() for x in tensors):
-            return None
-        return base if max(x.numel() for x in tensors) > LARGE_DRAW else None
-
     def run_case(self, strategy: str, seed: int, dtype: str, override: dict | None = None, repeat: int = 1) -> dict:
         """Run one fuzz case; returns a row of the `cases` table (without the submission's columns)."""
         self.guard.begin()
@@ -473,7 +376,8 @@ class Executor:
         attempt_seed, last = seed, ""
         decoy = not override and self._decoy_due()
         for attempt in range(SIZE_RETRIES):
-            spec = self.draw(strategy, attempt_seed, dtype, override)
+            spec = case_inputs.draw(self.loaded.problem, self.loaded.schema, self.budget, strategy, attempt_seed, dtype,
+                                    override)
             row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
             try:
                 return self._run_spec(spec, row, repeat, decoy=decoy)
@@ -483,7 +387,8 @@ class Executor:
                 attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
                 last = str(rejected)
         for attempt in range(HELD_RETRIES):
-            spec = self._held_draw(strategy, sub_seed(seed, f"held{attempt}"), dtype)
+            spec = case_inputs.held_draw(self.loaded.problem, self.loaded.schema, self.budget, strategy,
+                                           sub_seed(seed, f"held{attempt}"), dtype)
             row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
             try:
                 return self._run_spec(spec, row, repeat, decoy=decoy)
@@ -502,20 +407,6 @@ class Executor:
         self.cases_run += 1
         return due
 
-    def _candidate_inputs(self, values: list, layout: str) -> list:
-        """Private copies of a case's inputs for the candidate, laid out as the case says."""
-        return [
-            apply_layout(x.clone(), layout)
-            if isinstance(x, torch.Tensor) and x.is_floating_point()
-            else (x.clone() if isinstance(x, torch.Tensor) else x)
-            for x in values
-        ]
-
-    def _decoy_values(self, spec: CaseSpec, tdtype: torch.dtype, name: str) -> list:
-        """Inputs of the same sizes with other values (a second draw of the case's strategy)."""
-        decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, name), spec.dtype, spec.sizes, spec.values, spec.layout)
-        return lowp(self.make_inputs(decoy)[0], tdtype, self.device)
-
     def _run_spec(self, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
         """The candidate runs before the reference's answer exists anywhere in the process: the
         reference first only checks that it accepts these sizes (its output is dropped), then the
@@ -526,9 +417,9 @@ class Executor:
         An explicit trigger (`override`) runs exactly as written, without the decoy call."""
         assert self.loaded.problem is not None and self.loaded.candidate is not None and self.loaded.schema is not None
         device, tdtype = self.device, torch_dtype(spec.dtype)
-        inputs64, init = self.make_inputs(spec)
+        inputs64, init = case_inputs.make_inputs(self.loaded.problem, self.loaded.schema, self.device, spec)
         row["shapes"] = json.dumps([list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs64])
-        row["inputs_hash"] = inputs_hash(inputs64)
+        row["inputs_hash"] = case_inputs.inputs_hash(inputs64)
         row["reduction_len"] = self.loaded.schema.reduction_length(spec.sizes)
         self.placement.truth_device = self.placement.choose(inputs64, row["reduction_len"])
         wseed = sub_seed(spec.seed, "weights")
@@ -541,9 +432,10 @@ class Executor:
         scrub(checked, inputs64)
         del checked
         lowp_inputs = lowp(inputs64, tdtype, self.device)
-        cand_inputs = self._candidate_inputs(lowp_inputs, spec.layout)
+        cand_inputs = case_inputs.candidate_inputs(lowp_inputs, spec.layout)
         row["strides"] = json.dumps([list(x.stride()) if isinstance(x, torch.Tensor) else None for x in cand_inputs])
-        decoy = self._decoy_values(spec, tdtype, "in-place decoy") if decoy else None
+        decoy = case_inputs.decoy_values(self.loaded.problem, self.loaded.schema, self.device, spec, tdtype,
+                                         "in-place decoy") if decoy else None
         guarded = digest(inputs64 + lowp_inputs)
         record = OpRecorder()
         start = time.perf_counter()
@@ -554,11 +446,12 @@ class Executor:
                 model = self.guard.call(lambda: model.to(device).to(tdtype))
             with torch.no_grad():
                 for r in range(repeat - 1):  # earlier calls on other values of the same shape
-                    earlier = self._decoy_values(spec, tdtype, f"decoy{r}")
-                    self.guard.call(model, *self._candidate_inputs(earlier, spec.layout))
+                    earlier = case_inputs.decoy_values(self.loaded.problem, self.loaded.schema, self.device, spec,
+                                                       tdtype, f"decoy{r}")
+                    self.guard.call(model, *case_inputs.candidate_inputs(earlier, spec.layout))
                 if decoy is not None:
                     decoy_start = time.perf_counter()
-                    _refill(cand_inputs, decoy)
+                    case_inputs.refill(cand_inputs, decoy)
                     try:
                         self.guard.call(model, *cand_inputs)
                     except Exception:  # noqa: BLE001 - judged on the case's own values below
@@ -566,8 +459,8 @@ class Executor:
                     if device == "cuda":
                         torch.cuda.synchronize()
                     start += time.perf_counter() - decoy_start
-                    _refill(cand_inputs, lowp_inputs)
-                before = _snapshot(cand_inputs)
+                    case_inputs.refill(cand_inputs, lowp_inputs)
+                before = case_inputs.snapshot(cand_inputs)
                 guarded_before = digest(before)
                 launches = Launches.count
                 out = self.guard.call(model, *cand_inputs, record=record)
@@ -581,9 +474,9 @@ class Executor:
         launches = Launches.count - launches
         if digests(inputs64 + lowp_inputs, before) != [guarded, guarded_before]:
             self.guard.found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
-            inputs64, init = self.make_inputs(spec)
+            inputs64, init = case_inputs.make_inputs(self.loaded.problem, self.loaded.schema, self.device, spec)
             lowp_inputs = lowp(inputs64, tdtype, self.device)
-            before = _snapshot(lowp_inputs)
+            before = case_inputs.snapshot(lowp_inputs)
         truths, lowps = self.reference.run(self.loaded.problem, inputs64, init, tdtype, wseed, device,
                                            self.placement.truth_device, lowp_inputs, record=OpRecorder())
         structural = self.reference.structural_truths(inputs64, truths)
@@ -607,7 +500,7 @@ class Executor:
 
     def _rerun(self, model, lowp_inputs: list, layout: str):
         """The candidate once more on fresh copies of the same inputs (fresh outputs are NaN-filled)."""
-        inputs = self._candidate_inputs(lowp_inputs, layout)
+        inputs = case_inputs.candidate_inputs(lowp_inputs, layout)
         try:
             with torch.no_grad():
                 again = self.guard.call(model, *inputs)
@@ -662,14 +555,6 @@ def poison_fresh_memory() -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
     deterministic.fill_uninitialized_memory = True
     warnings.filterwarnings("ignore", message=".*deterministic.*")
-
-
-def _refill(tensors: list, values: list) -> None:
-    """Write `values` into `tensors` in place (same objects, same addresses), where shapes agree."""
-    with torch.no_grad():
-        for t, v in zip(tensors, values):
-            if isinstance(t, torch.Tensor) and isinstance(v, torch.Tensor) and t.shape == v.shape:
-                t.copy_(v)
 
 
 class _Watched:
