@@ -21,6 +21,10 @@ class Loaded:
     schema: OpSchema | None = None
     load_error: Verdict | None = None
 
+    def start(self, job: dict) -> None:
+        """A new job: nothing of the previous one is held (its modules can be collected)."""
+        self.job, self.problem, self.candidate, self.schema, self.load_error = job, None, None, None, None
+
     @property
     def candidate_file(self) -> str | None:
         return getattr(self.candidate, "__file__", None)

@@ -7,9 +7,7 @@ Nothing here talks to the results: the worker sends plain dicts back to the pare
 from __future__ import annotations
 
 import functools
-import gc
 import json
-import linecache
 import os
 import platform
 import sys
@@ -20,15 +18,12 @@ import torch
 
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.strategies import CaseSpec
-from rescore.model.malformed import source_defect
-from rescore.model.records import load_module, module_int_names
-from rescore.model.schema import OpSchema
 from rescore.oracle import judge
 from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.reference import Reference, ReferenceRejects, flatten, scrub, seed_generators
 from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
-from rescore.worker import case_inputs, confine, protocol, timing
+from rescore.worker import case_inputs, confine, loading, protocol, timing
 from rescore.worker.context import Loaded
 from rescore.worker.exceptions import (
     NeedsRestart,
@@ -40,13 +35,12 @@ from rescore.worker.exceptions import (
 from rescore.worker.guard import Guard
 from rescore.worker.integrity import digest, digests
 from rescore.worker.placement import TruthPlacement, judged_where, lowp
-from rescore.worker.problem_schema import infer_schema, input_shapes, schema_from_spec
+from rescore.worker.problem_schema import input_shapes
 from rescore.worker.usage import (
     Launches,
     OpRecorder,
     kernel_findings,
     output_findings,
-    reference_findings,
 )
 
 SIZE_RETRIES = 6
@@ -102,46 +96,18 @@ class Executor:
         return self.loaded.candidate_file
 
     # -- loading ---------------------------------------------------------------------------------
-    def _forget_previous(self) -> None:
-        """Drop the previous job's modules, so a worker that serves thousands stays small."""
-        self.loaded.problem = self.loaded.candidate = self.reference.model64 = None
-        for name in [n for n in sys.modules if n.startswith(("rescore_candidate_", "rescore_problem_"))]:
-            del sys.modules[name]
-        try:
-            from triton.runtime.interpreter import InterpretedFunction
-
-            InterpretedFunction.rewritten_fn.clear()
-        except (ImportError, AttributeError):  # pragma: no cover
-            pass
-        linecache.clearcache()
-        gc.collect()
-
     def load(self, job: dict) -> dict:
         """Load the job's problem and candidate; returns the schema it will fuzz (as plain data)."""
-        self._forget_previous()
-        self.loaded.job = job
+        self.loaded.start(job)
+        self.reference.model64 = None
+        loading.forget_previous()
         self.cases_run = 0
         self.placement.for_problem(job["problem"].get("problem_id"))
-        self.loaded.load_error = None
         self.guard.forget_load_findings()
         self.guard.begin()
         problem = job["problem"]
         try:
-            defect = source_defect(problem["source"], problem["path"], "problem")
-            if defect:
-                raise ValueError(defect)
-            self.loaded.problem = load_module(problem["source"], problem["path"], "problem")
-            sizes = module_int_names(problem["source"])
-            inferred = infer_schema(self.loaded.problem, sizes)
-            if problem.get("schema"):
-                explicit = schema_from_spec(problem["schema"], sizes, self.loaded.problem)
-                domains = dict(inferred.domains)
-                domains.update(explicit.domains)
-                self.loaded.schema = OpSchema(explicit.dims, explicit.reduction, domains, explicit.max_elements, False,
-                                       explicit.family, explicit.linear)
-            else:
-                self.loaded.schema = inferred
-            _check_problem(self.loaded.problem)
+            self.loaded.problem, self.loaded.schema = loading.load_problem(problem)
         except BaseException as exc:  # noqa: BLE001 - a broken problem is recorded, not raised
             self.loaded.problem = None
             self.loaded.load_error = Verdict(
@@ -152,65 +118,21 @@ class Executor:
         if sub["language"] == "cuda" and self.device != "cuda":
             self.loaded.load_error = Verdict(
                 "skipped", "CUDA C submission (load_inline) needs a GPU; run on a CUDA device")
-            return self._schema_dict()
+            return loading.schema_dict(self.loaded.schema)
         if sub.get("cuda_only") and self.device != "cuda":
             self.loaded.load_error = Verdict(
                 "skipped", f"{sub['name']}: its dump says this kernel runs only with CUDA (gpuemu meta.json "
                 "`requires_gpu`); run on a CUDA device")
-            return self._schema_dict()
+            return loading.schema_dict(self.loaded.schema)
         if sub["language"] == "cuda":
-            failed = self._use_prebuild(sub["source"])
+            failed = loading.use_prebuild(sub["source"], self.guard)
             if failed:
                 self.loaded.load_error = Verdict("compile_error", failed[:500])
-                return self._schema_dict()
-        try:
-            defect = source_defect(sub["source"], sub["path"])
-            if defect:
-                raise ImportError(defect)
-            self.loaded.candidate = self.guard.call(load_module, sub["source"], sub["path"], "candidate")
-            new = getattr(self.loaded.candidate, "ModelNew", None)
-            if new is None:
-                raise AttributeError(f"{sub['path']} defines no ModelNew")
-            if not callable(new):
-                raise TypeError(f"{sub['path']}: ModelNew is a {type(new).__name__}, not a class")
-            self.guard.findings |= reference_findings(self.loaded.candidate, self.loaded.problem)
-        except BaseException as exc:  # noqa: BLE001
-            self.loaded.candidate = None
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                self.guard.findings.add("exits")
-                self.loaded.load_error = Verdict("crash", f"{type(exc).__name__} raised while importing the submission")
-            elif isinstance(exc, PermissionError) and "rescore sandbox" in str(exc):
-                self.loaded.load_error = Verdict("crash", f"{type(exc).__name__}: {exc}"[:500])
-            else:
-                self.loaded.load_error = Verdict("compile_error", f"{type(exc).__name__}: {exc}"[:500])
+                return loading.schema_dict(self.loaded.schema)
+        self.loaded.candidate, self.loaded.load_error = loading.load_candidate(self.guard, sub)
         self.guard.keep_load_findings()
         self.guard.begin()
-        return self._schema_dict()
-
-    def _use_prebuild(self, source: str) -> str | None:
-        """Point torch's JIT build at the prebuilt folder of this source (`cuda_build.py`); returns the
-        recorded compiler error when the prebuild already failed on it."""
-        try:
-            from rescore.engine.cuda_build import activate, recorded_failure
-        except ImportError:  # pragma: no cover
-            return None
-        failed = recorded_failure(source)
-        if failed:
-            return failed
-        folder = activate(source)
-        if self.guard.audit is not None:
-            self.guard.audit.allow(str(folder))
-        return None
-
-    def _schema_dict(self) -> dict:
-        s = self.loaded.schema
-        if s is None:
-            return {}
-        return {
-            "dims": [[d.name, d.default, d.lo, d.hi] for d in s.dims],
-            "reduction": list(s.reduction),
-            "inferred": s.inferred,
-        }
+        return loading.schema_dict(self.loaded.schema)
 
     # -- the fixed-shape check -------------------------------------------------------------------
     def run_fixed(self, profile: str, dtype: str = "float32") -> dict:
@@ -336,16 +258,7 @@ class Executor:
 
     # -- fuzz cases --------------------------------------------------------------------------------
     def _cannot_run(self, dtype: str) -> Verdict | None:
-        if self.loaded.load_error is not None:
-            return self.loaded.load_error
-        sub = self.loaded.job["submission"]
-        if dtype == "bfloat16" and self.device == "cpu" and sub["language"] == "triton":
-            return Verdict(
-                "skipped",
-                "bfloat16 under the Triton interpreter is stored as raw 16-bit integers;"
-                " results would be wrong: run on a GPU",
-            )
-        return None
+        return loading.cannot_run(self.loaded, self.device, dtype)
 
     def _verdict_of(self, exc: BaseException) -> Verdict:
         return verdict_of(exc, self.guard.findings, self.candidate_file, self.device)
@@ -531,18 +444,6 @@ def _blaming_reference(fn):
             raise _ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
 
     return call
-
-
-def _check_problem(problem: types.ModuleType) -> None:
-    """Raise a clear error when the problem's factories do not return lists of inputs."""
-    for name in ("get_init_inputs", "get_inputs"):
-        fn = getattr(problem, name, None)
-        if not callable(fn):
-            raise TypeError(f"{name} is missing or not a function")
-        torch.manual_seed(0)
-        got = fn()
-        if not isinstance(got, (list, tuple)):
-            raise TypeError(f"{name}() returned {type(got).__name__}, not a list of inputs")
 
 
 def poison_fresh_memory() -> None:
