@@ -12,19 +12,17 @@ import os
 import platform
 import sys
 import time
-import types
 
 import torch
 
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.strategies import CaseSpec
 from rescore.oracle import judge
-from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.reference import Reference, ReferenceRejects, flatten, scrub, seed_generators
 from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
-from rescore.worker import case_inputs, confine, loading, protocol, timing
-from rescore.worker.context import Loaded
+from rescore.worker import case_inputs, confine, fixed, loading, protocol, timing
+from rescore.worker.context import DecoySchedule
 from rescore.worker.exceptions import (
     NeedsRestart,
     Verdict,
@@ -34,8 +32,8 @@ from rescore.worker.exceptions import (
 )
 from rescore.worker.guard import Guard
 from rescore.worker.integrity import digest, digests
+from rescore.worker.job import Loaded
 from rescore.worker.placement import TruthPlacement, judged_where, lowp
-from rescore.worker.problem_schema import input_shapes
 from rescore.worker.usage import (
     Launches,
     OpRecorder,
@@ -48,10 +46,6 @@ SIZE_RETRIES = 6
 # divisible by groups, a residual's shapes equal), this many draws that vary one size and keep the
 # others at the benchmark's own, so that the relations among those hold.
 HELD_RETRIES = 6
-DECOY_EVERY = 8  # under the interpreter, the decoy call runs on one fuzz case in this many
-# (8: then every strategy's first 8 cases in a row hold exactly one decoy, and a cache-keeping
-# kernel has the same chance under every strategy; at 32 the strategy study lost 3 to 7 of the
-# result_caching variants for some strategies and none for others)
 
 
 def versions(device: str) -> str:
@@ -85,7 +79,7 @@ class Executor:
         self.guard = Guard(self.loaded)
         self.reference = Reference()  # the case's float64 reference
         self.placement = TruthPlacement(device)  # where the case's float64 truth is computed
-        self.cases_run = 0  # fuzz cases of the loaded job run in this process (paces the CPU's decoy calls)
+        self.decoys = DecoySchedule(device)  # which fuzz cases start with the decoy call
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against (`Guard.arm`)."""
@@ -101,7 +95,7 @@ class Executor:
         self.loaded.start(job)
         self.reference.model64 = None
         loading.forget_previous()
-        self.cases_run = 0
+        self.decoys.reset()
         self.placement.for_problem(job["problem"].get("problem_id"))
         self.guard.forget_load_findings()
         self.guard.begin()
@@ -137,70 +131,7 @@ class Executor:
     # -- the fixed-shape check -------------------------------------------------------------------
     def run_fixed(self, profile: str, dtype: str = "float32") -> dict:
         self.guard.begin()
-        return self.guard.with_findings(self._run_fixed(profile, dtype))
-
-    def _run_fixed(self, profile: str, dtype: str) -> dict:
-        row = {
-            "oracle": "fixed",
-            "strategy": "fixed",
-            "case_index": 0,
-            "seed": 42,
-            "dtype": dtype,
-            "tolerance_policy": profile,
-            "device": self.device,
-            "versions": self.versions,
-            "purpose": "evaluation",
-            "layout": "contiguous",
-            "values": "native",
-        }
-        skip = self._cannot_run(dtype)
-        if skip:
-            return dict(row, outcome=skip.outcome, reason=skip.reason)
-        assert self.loaded.problem is not None and self.loaded.candidate is not None and self.loaded.schema is not None
-        sizes = self.loaded.schema.defaults()
-        row["sizes"] = json.dumps(sizes)
-        row["shapes"] = json.dumps([list(s) if s else None for s in input_shapes(self.loaded.problem, sizes)])
-        ref_ops, cand_ops = OpRecorder(), OpRecorder()
-        launches = Launches.count
-        last: list = []
-        problem = types.SimpleNamespace(
-            get_init_inputs=_blaming_reference(self.loaded.problem.get_init_inputs),
-            get_inputs=_blaming_reference(self.loaded.problem.get_inputs),
-            Model=_blaming_reference(
-                lambda *init, m=self.loaded.problem.Model: _Watched(m(*init), None, ref_ops, last)),
-        )
-        candidate = types.SimpleNamespace(
-            ModelNew=lambda *init, _new=self.loaded.candidate.ModelNew: _Watched(
-                self.guard.call(_new, *init), self.guard, cand_ops, last)
-        )
-        start = time.perf_counter()
-        try:
-            result = kernelbench_check(problem, candidate, self.device, dtype, profile)
-        except _ReferenceFailed as exc:
-            reason = f"problem {self.loaded.job['problem']['path']}: the reference failed at its own sizes: {exc}"
-            return dict(row, outcome="skipped", reason=reason[:500])
-        except BaseException as exc:  # noqa: BLE001
-            return self._verdict_of(exc).row(row, start)
-        self.guard.findings |= kernel_findings(
-            self.loaded.job["submission"]["language"], ref_ops.ops, cand_ops.ops, Launches.count - launches
-        )
-        trials = result["trials"]
-        diffs = [t.get("max_difference", float("nan")) for t in trials]
-        failed = [t for t in trials if not t["passed"]]
-        reason = (
-            "" if not failed else (failed[0].get("reason") or f"allclose failed in {len(failed)}/{len(trials)} trials")
-        )
-        return dict(
-            row,
-            outcome="pass" if result["verdict"] == "pass" else "mismatch",
-            reason=reason,
-            max_abs_err=max(diffs) if diffs else None,
-            atol=result["tolerance"],
-            rtol=result["tolerance"],
-            n_mismatch=len(failed),
-            n_elements=len(trials),
-            wall_ms=1e3 * (time.perf_counter() - start),
-        )
+        return self.guard.with_findings(fixed.run_fixed(self, profile, dtype))
 
     # -- timing ----------------------------------------------------------------------------------
     def run_timing(self, dtype: str, warmup: int, repeats: int, budget_s: float, host_clock: bool = False,
@@ -210,51 +141,9 @@ class Executor:
         `host_clock` (tests only) times through the host's clock on any device, and `flush_bytes`
         sets the flush buffer's size: CPU tensors then take the same path as a GPU's."""
         self.guard.begin()
-        return self.guard.with_findings(self._run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes))
+        row = timing.run_timing(self, dtype, warmup, repeats, budget_s, host_clock, flush_bytes)
+        return self.guard.with_findings(row)
 
-    def _run_timing(self, dtype: str, warmup: int, repeats: int, budget_s: float, host_clock: bool,
-                    flush_bytes: int | None) -> dict:
-        row = {"dtype": dtype, "warmup": max(1, warmup), **timing.environment(self.versions)}
-        if not host_clock and self.device != "cuda":
-            return dict(row, outcome="skipped", reason=timing.NEEDS_GPU)
-        skip = self._cannot_run(dtype)
-        if skip:
-            return dict(row, outcome=skip.outcome, reason=skip.reason)
-        assert self.loaded.problem is not None and self.loaded.candidate is not None
-        sync = torch.cuda.synchronize if self.device == "cuda" else None
-        clock = timing.HostClock(sync) if host_clock else timing.EventClock()
-        flush = timing.CacheFlush(self.device, flush_bytes)
-        row["flush_bytes"] = flush.nbytes
-        where = self.loaded.job["problem"]["path"]
-        try:
-            init = self.loaded.problem.get_init_inputs()
-            inputs = timing.benchmark_inputs(self.loaded.problem, self.device, dtype)
-        except Exception as exc:  # noqa: BLE001 - the problem's own code: not the candidate's fault
-            reason = f"problem {where}: its inputs could not be made: {type(exc).__name__}: {exc}"
-            return dict(row, outcome="skipped", reason=reason[:500])
-        try:
-            timing.seed(WEIGHT_SEED)
-            model = self.guard.call(self.loaded.candidate.ModelNew, *init)
-            model = self.guard.call(timing.placed, model, self.device, dtype)
-            timed = self.guard.call(timing.measure, lambda: model(*inputs), clock, flush, warmup, repeats, budget_s)
-        except BaseException as exc:  # noqa: BLE001
-            if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
-                raise
-            verdict = self._verdict_of(exc)
-            return dict(row, outcome=verdict.outcome, reason=verdict.reason)
-        row.update(timing.columns(timed), capped=timed.capped, outcome="ok", reason="")
-        try:  # the problem's Model, the same way, on inputs of its own (the candidate may have written its)
-            inputs = timing.benchmark_inputs(self.loaded.problem, self.device, dtype)
-            timing.seed(WEIGHT_SEED)
-            reference = timing.placed(self.loaded.problem.Model(*init), self.device, dtype)
-            ref = timing.measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s)
-            row.update(timing.columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
-        except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
-            if is_cuda_failure(exc) and not cuda_context_usable():
-                raise NeedsRestart(f"the reference left the GPU unusable: {exc}"[:500]) from exc
-            reason = f"problem {where}: the reference failed: {type(exc).__name__}: {exc}"
-            row.update(ref_outcome="crash", ref_reason=reason[:500])
-        return row
 
     # -- fuzz cases --------------------------------------------------------------------------------
     def _cannot_run(self, dtype: str) -> Verdict | None:
@@ -287,7 +176,7 @@ class Executor:
         if override and "repeat" in override:
             repeat = int(override["repeat"])
         attempt_seed, last = seed, ""
-        decoy = not override and self._decoy_due()
+        decoy = not override and self.decoys.due()
         for attempt in range(SIZE_RETRIES):
             spec = case_inputs.draw(self.loaded.problem, self.loaded.schema, self.budget, strategy, attempt_seed, dtype,
                                     override)
@@ -310,15 +199,6 @@ class Executor:
         where = self.loaded.job["problem"]["path"]
         return dict(row, outcome="skipped", reason=f"problem {where}: the float64 reference rejected every "
                     f"sampled size (last: {last})"[:500])
-
-    def _decoy_due(self) -> bool:
-        """Whether this case starts with the decoy call. On a GPU always; under the interpreter (where
-        every candidate call costs milliseconds per program) on the first case after a load and every
-        DECOY_EVERY-th after it: a cache keyed by pointer, id or shape is fooled on the first judged
-        call it sees, and one flagged case flags the submission."""
-        due = self.device == "cuda" or self.cases_run % DECOY_EVERY == 0
-        self.cases_run += 1
-        return due
 
     def _run_spec(self, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
         """The candidate runs before the reference's answer exists anywhere in the process: the
@@ -427,25 +307,6 @@ class Executor:
             return None
         return again
 
-class _ReferenceFailed(Exception):
-    """The problem's own code (reference, input factory) failed in the fixed-shape check."""
-
-
-def _blaming_reference(fn):
-    """`fn` (problem code), its failures re-raised as _ReferenceFailed, so that they are never
-    taken for the candidate's."""
-
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except _ReferenceFailed:
-            raise
-        except Exception as exc:
-            raise _ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
-
-    return call
-
-
 def poison_fresh_memory() -> None:
     """Make every fresh allocation NaN (integers: their max), so that output a kernel never wrote is
     caught, and caught the same way on every run (garbage would make replays disagree)."""
@@ -456,43 +317,6 @@ def poison_fresh_memory() -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
     deterministic.fill_uninitialized_memory = True
     warnings.filterwarnings("ignore", message=".*deterministic.*")
-
-
-class _Watched:
-    """A model as the fixed-shape check sees it: each call into candidate code goes through the
-    guard's checks, and the ops it runs are recorded. The check's own logic is untouched.
-
-    The reference's wrapper (no guard) keeps its last outputs in `last`, so that a candidate
-    that returns the reference's own output tensor (found in memory) is noticed."""
-
-    def __init__(self, model, guard: Guard | None, record: OpRecorder, last: list | None = None):
-        self._model, self._guard, self._record = model, guard, record
-        self._last = last if last is not None else []
-
-    def to(self, *args, **kwargs) -> _Watched:
-        if self._guard is None:
-            self._model = self._model.to(*args, **kwargs)
-        else:
-            self._model = self._guard.call(lambda: self._model.to(*args, **kwargs))
-        return self
-
-    def __call__(self, *args, **kwargs):
-        if self._guard is None:
-            try:
-                with self._record:
-                    out = self._model(*args, **kwargs)
-            except Exception as exc:
-                raise _ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
-            self._last[:] = flatten(out) or []
-            return out
-        guarded = digest(self._last)
-        out = self._guard.call(lambda: self._model(*args, **kwargs), record=self._record)
-        if digest(self._last) != guarded:
-            self._guard.found("tampers_reference", "the reference's output changed while the candidate ran")
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        self._guard.findings |= output_findings(outs, list(args))
-        self._guard.findings |= output_findings(outs, self._last, "reads_reference")
-        return out
 
 
 def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None) -> None:  # pragma: no cover

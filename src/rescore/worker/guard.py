@@ -13,8 +13,8 @@ from typing import Any
 
 from rescore.model.findings import merge
 from rescore.worker import confine
-from rescore.worker.context import Loaded
 from rescore.worker.integrity import Harness, problem_snapshot
+from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
 from rescore.worker.usage import Launches, OpRecorder, holds_reference
 

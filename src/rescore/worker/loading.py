@@ -15,9 +15,9 @@ import torch
 from rescore.model.malformed import source_defect
 from rescore.model.records import load_module, module_int_names
 from rescore.model.schema import OpSchema
-from rescore.worker.context import Loaded
 from rescore.worker.exceptions import Verdict
 from rescore.worker.guard import Guard
+from rescore.worker.job import Loaded
 from rescore.worker.problem_schema import infer_schema, schema_from_spec
 from rescore.worker.usage import reference_findings
 
