@@ -35,7 +35,8 @@ def main() -> None:
     from rescore.corpus.catalog import load_corpus
     from rescore.engine.runner import RunConfig
     from rescore.model.schema import largest_numel
-    from rescore.worker.executor import Executor, poison_fresh_memory
+    from rescore.worker.executor import Executor
+    from rescore.worker.loop import poison_fresh_memory
     from rescore.worker.phases import PhaseTimer
     from rescore.worker.protocol import job_of
 

@@ -1,23 +1,23 @@
-"""Runs cases inside a worker process: loads one problem and one candidate, makes the inputs of a
-case, runs the float64 reference, the reference at the test dtype and the candidate, and judges.
+"""The worker's executor: one problem and one candidate loaded once, then run for many requests
+(the fixed-shape check, fuzz cases, timing). It only orchestrates: loading (`loading.py`), the case
+protocol (`case.py`), the fixed check (`fixed.py`), timing (`timing.py`), each call into candidate
+code guarded (`guard.py`).
 
-Nothing here talks to the results: the worker sends plain dicts back to the parent (`sandbox.py`).
+Nothing here talks to the results: the worker sends plain dicts back to the parent (`loop.py`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import platform
-import sys
 
 import torch
 
 from rescore.oracle.reference import Reference
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
-from rescore.worker import case, confine, fixed, loading, protocol, timing
+from rescore.worker import case, confine, fixed, loading, timing
 from rescore.worker.context import DecoySchedule
-from rescore.worker.exceptions import NeedsRestart, Verdict
+from rescore.worker.exceptions import Verdict
 from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
@@ -40,8 +40,9 @@ def versions(device: str) -> str:
 class Executor:
     """One problem + one candidate, loaded once, run for many cases (a fresh process costs seconds).
 
-    Every call into candidate code goes through `_call`, which afterwards restores what the candidate
-    changed in the harness or the problem and records it as a finding (see `integrity.py`)."""
+    Every call into candidate code goes through `guard.call`, which afterwards restores what the
+    candidate changed in the harness or the problem and records it as a finding (see `integrity.py`).
+    The parts of a case see the executor as a `context.WorkerContext`."""
 
     def __init__(self, device: str, budget: int, phases: Phases = NO_PHASES):
         self.device = device
@@ -107,6 +108,7 @@ class Executor:
 
     # -- the fixed-shape check -------------------------------------------------------------------
     def run_fixed(self, profile: str, dtype: str = "float32") -> dict:
+        """The benchmark's own fixed-shape check under `profile` (`fixed.py`)."""
         self.guard.begin()
         return self.guard.with_findings(fixed.run_fixed(self, profile, dtype))
 
@@ -126,70 +128,3 @@ class Executor:
         """Run one fuzz case; returns a row of the `cases` table (without the submission's columns)."""
         self.guard.begin()
         return self.guard.with_findings(case.run_case(self, strategy, seed, dtype, override, repeat))
-
-
-def poison_fresh_memory() -> None:
-    """Make every fresh allocation NaN (integers: their max), so that output a kernel never wrote is
-    caught, and caught the same way on every run (garbage would make replays disagree)."""
-    import warnings
-
-    from torch.utils import deterministic
-
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    deterministic.fill_uninitialized_memory = True
-    warnings.filterwarnings("ignore", message=".*deterministic.*")
-
-
-def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None) -> None:  # pragma: no cover
-    """The worker: receive jobs and cases over `conn`, answer each with a row.
-
-    Requests arrive as (token, message); each answer carries its request's token, so a message that
-    the candidate writes into the result channel itself is recognised by the parent as forged."""
-    os.environ["RESCORE_WORKER"] = "1"
-    poison_fresh_memory()
-    executor = Executor(device, budget)
-    executor.arm(audit)
-    while True:
-        try:
-            packet = conn.recv()
-        except EOFError:
-            return
-        token, wire = packet if len(packet) == 2 and isinstance(packet[0], bytes) else (None, packet)
-        if wire[0] == protocol.Kind.STOP:
-            return
-        confine.refresh_cpu_limit()
-        status = protocol.Status.OK
-        try:
-            match protocol.decode(wire):
-                case protocol.Load(job):
-                    result = executor.load(job)
-                case protocol.Fixed(profile, dtype):
-                    result = executor.run_fixed(profile, dtype)
-                case protocol.Case(strategy, seed, dtype, override):
-                    result = executor.run_case(strategy, seed, dtype, override)
-                case protocol.Time(dtype, warmup, repeats, budget_s, host_clock, flush_bytes):
-                    result = executor.run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes)
-        except protocol.UnknownMessage as exc:
-            result = {"outcome": "crash", "reason": str(exc)}
-        except NeedsRestart as exc:
-            status, result = protocol.Status.RESTART, {"outcome": "crash", "reason": str(exc)}
-        except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
-            result = {"outcome": "crash", "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
-        executor.guard.police(None)  # whatever ran last, the answer is sent by an intact harness
-        if executor.guard.restart:
-            status = protocol.Status.RESTART
-        result = protocol.plain(result)
-        result[protocol.RSS_KEY] = _rss()
-        conn.send((token, status.value, result) if token is not None else (status.value, result))
-        sys.stdout.flush()
-        if status == protocol.Status.RESTART:
-            return
-
-
-def _rss() -> int:
-    """Resident memory of this process now, in bytes."""
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0

@@ -8,7 +8,7 @@ timed call is queued before the events are read, so the host never stalls the GP
 A row reports the median and the spread (min, p10, p25, p75, p90, max) of those calls.
 
 What the events see is the current stream: work that a submission leaves on another stream without
-joining it back is not counted. The harness's NaN fill of fresh memory (`execute.poison_fresh_memory`)
+joining it back is not counted. The harness's NaN fill of fresh memory (`loop.poison_fresh_memory`)
 and deterministic algorithms are off while calls are timed: the fill adds a kernel per allocation.
 """
 
