@@ -32,9 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 def throughput(args: argparse.Namespace) -> dict:
     from rescore.corpus.catalog import load_corpus
-    from rescore.engine.runner import job_of
     from rescore.engine.sandbox import Worker, run_with_retry
     from rescore.inputs.seeds import case_seed
+    from rescore.worker.protocol import Case, Load, job_of
 
     sub = next(s for s in load_corpus() if s.name == args.entry)
     budget = args.budget
@@ -43,15 +43,15 @@ def throughput(args: argparse.Namespace) -> dict:
         worker = Worker(args.device, budget)
         counts: dict[str, int] = {}
         try:
-            run_with_retry(worker, ("load", job_of(sub)), 600)
+            run_with_retry(worker, Load(job_of(sub)), 600)
             worker.job = job_of(sub)
             # warm-up: module import and JIT compilation stay out of the numbers
-            run_with_retry(worker, ("case", {"strategy": "default", "seed": 1, "dtype": "float32"}), 600)
+            run_with_retry(worker, Case("default", 1, "float32"), 600)
             start = time.perf_counter()
             n = args.cases // args.workers
             for i in range(n):
                 seed = case_seed(0, sub.problem.problem_id, "default", w_index * n + i)
-                row = run_with_retry(worker, ("case", {"strategy": "default", "seed": seed, "dtype": args.dtype}), 600)
+                row = run_with_retry(worker, Case("default", seed, args.dtype), 600)
                 counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
             return n, time.perf_counter() - start, counts
         finally:

@@ -73,31 +73,28 @@ def test_slack_from_the_reference_error_admits_a_correct_reduction():
 
 
 def test_a_small_gpu_case_is_judged_on_host_copies_and_a_large_one_where_it_is():
-    import rescore.worker.executor as ex
+    from rescore.worker import placement
 
-    executor = ex.Executor("cpu", 1 << 20)
-    executor.device = "meta"  # only the placement rule is under test: it reads the device name
-    small, big = torch.ones(8), torch.ones(ex.HOST_JUDGE_ELEMENTS + 1)
-    outs, lowps, scalars = executor._judged_where([small], None, [small, 3])
+    # only the placement rule is under test: it reads the device name ("meta" stands for a GPU)
+    small, big = torch.ones(8), torch.ones(placement.HOST_JUDGE_ELEMENTS + 1)
+    outs, lowps, scalars = placement.judged_where("meta", [small], None, [small, 3])
     assert lowps is None and scalars[1] == 3 and torch.equal(outs[0], small)
     # a large case is judged on the device, a truth computed on the host moved there with it
-    moved = executor._judged_where([small], [big])
+    moved = placement.judged_where("meta", [small], [big])
     assert moved[0][0].device.type == moved[1][0].device.type == "meta"
-    executor.device = "cpu"
-    assert executor._judged_where([small])[0][0] is small
+    assert placement.judged_where("cpu", [small])[0][0] is small
 
 
 def test_a_small_gpu_case_has_its_float64_truth_computed_on_the_host():
-    import rescore.worker.executor as ex
+    from rescore.worker import placement
 
-    executor = ex.Executor("cpu", 1 << 20)
-    executor.device = "cuda"  # the rule reads the device name only
-    small, big = torch.ones(64, 64, dtype=torch.float64), torch.ones(ex.HOST_JUDGE_ELEMENTS + 1)
-    assert executor._truth_device([small, 3], reduction_len=64) == "cpu"
-    assert executor._truth_device([small], reduction_len=ex.HOST_TRUTH_WORK) == "cuda"  # a long reduction
-    assert executor._truth_device([small, big], reduction_len=1) == "cuda"
-    executor.device = "cpu"
-    assert executor._truth_device([small], reduction_len=1) == "cpu"
+    where = placement.TruthPlacement("cuda")  # the rule reads the device name only
+    small, big = torch.ones(64, 64, dtype=torch.float64), torch.ones(placement.HOST_JUDGE_ELEMENTS + 1)
+    assert where.choose([small, 3], reduction_len=64) == "cpu"
+    assert where.choose([small], reduction_len=placement.HOST_TRUTH_WORK) == "cuda"  # a long reduction
+    assert where.choose([small, big], reduction_len=1) == "cuda"
+    where.device = "cpu"
+    assert where.choose([small], reduction_len=1) == "cpu"
 
 
 def test_digests_of_several_groups_are_each_groups_digest():
@@ -109,18 +106,15 @@ def test_digests_of_several_groups_are_each_groups_digest():
 
 
 def test_a_second_run_that_differs_only_in_rounding_passes_and_one_that_is_wrong_fails():
-    import rescore.worker.executor as ex
-    from rescore.inputs.strategies import CaseSpec
+    from rescore.oracle import judge
 
-    executor = ex.Executor("cpu", 1 << 20)
-    executor.job = {"problem": {}}
-    spec = CaseSpec("default", 1, "float32", {"n": 64}, "normal", "contiguous")
     truth = torch.randn(64, dtype=torch.float64) * 10
     first = truth.to(torch.float32)
     passed = {"outcome": "pass", "reason": ""}
 
     def rejudge(again):
-        return executor._judge_rerun(first, again, [truth], [first.clone()], torch.float32, spec, 1, passed)
+        return judge.judge_rerun(first, again, [truth], [first.clone()], torch.float32, "float32", 1, passed,
+                                 device="cpu", overrides=None)
 
     # atomics adding in another order: the last bit moves, the case still passes
     assert rejudge(torch.nextafter(first, torch.full_like(first, math.inf))) is passed

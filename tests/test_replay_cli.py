@@ -74,7 +74,7 @@ def test_a_corpus_pair_replays_with_the_corpus_schema_and_a_half_linear_layer_ke
 
     from rescore.engine.check import pair_from_files
     from rescore.engine.replay import replay_case
-    from rescore.worker.executor import _round_parameters
+    from rescore.oracle.reference import round_parameters
 
     ops = REPO / "src" / "rescore" / "corpus" / "ops" / "linear_gelu"
     sub = pair_from_files(str(ops / "problem.py"), str(ops / "linear_gelu_triton.py"))
@@ -85,7 +85,7 @@ def test_a_corpus_pair_replays_with_the_corpus_schema_and_a_half_linear_layer_ke
     assert row["outcome"] == "pass", row.get("reason")
     layer = torch.nn.Linear(5, 3)
     want = layer.weight.detach().half().float()
-    assert _round_parameters(layer, torch.float16) is layer
+    assert round_parameters(layer, torch.float16) is layer
     assert layer.weight.dtype == torch.float32 and torch.equal(layer.weight, want)
 
 

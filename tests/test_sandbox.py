@@ -66,26 +66,25 @@ def test_a_refused_cuda_launch_keeps_the_worker_a_poisoned_context_restarts_it(m
     """A grid of 0 blocks is refused at launch and leaves the CUDA context usable: that case is a
     `crash`, and the worker (its CUDA process, its loaded kernel) goes on with the next case. Only a
     context the error poisoned costs a restart."""
-    import types
 
     import pytest
 
-    from rescore.worker import executor as execute
+    from rescore.worker import exceptions
 
-    harness = types.SimpleNamespace(findings=set(), candidate_file=None, _hog=lambda exc: False)
     refused = RuntimeError("CUDA error: invalid configuration argument")
-    monkeypatch.setattr(execute, "cuda_context_usable", lambda: True)
-    verdict = execute.Executor._verdict_of(harness, refused)
+    monkeypatch.setattr(exceptions, "exceeds_worker_memory", lambda exc, device: False)
+    monkeypatch.setattr(exceptions, "cuda_context_usable", lambda: True)
+    verdict = exceptions.verdict_of(refused, set(), None, "cuda")
     assert verdict.outcome == "crash" and "invalid configuration argument" in verdict.reason
-    monkeypatch.setattr(execute, "cuda_context_usable", lambda: False)
-    with pytest.raises(execute.NeedsRestart):
-        execute.Executor._verdict_of(harness, RuntimeError("CUDA error: an illegal memory access was encountered"))
+    monkeypatch.setattr(exceptions, "cuda_context_usable", lambda: False)
+    with pytest.raises(exceptions.NeedsRestart):
+        exceptions.verdict_of(RuntimeError("CUDA error: an illegal memory access was encountered"), set(), None, "cuda")
 
 
 def test_without_a_gpu_the_cuda_context_counts_as_unusable():
     import torch
 
-    from rescore.worker.executor import cuda_context_usable
+    from rescore.worker.exceptions import cuda_context_usable
 
     assert cuda_context_usable() is torch.cuda.is_available()
 
@@ -124,7 +123,7 @@ def test_triton_compile_error_names_its_source_line_and_cause():
 
     from triton.compiler.errors import CompilationError
 
-    from rescore.worker.executor import classify_exception
+    from rescore.worker.exceptions import classify_exception
 
     src = "def k(z):\n    th = 1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0)\n"
     node = ast.parse(src).body[0].body[0].value

@@ -14,8 +14,9 @@ from rescore.analysis.study import illusion_table
 from rescore.analysis.uncertainty import statement
 from rescore.engine.check import detect_language, summarize
 from rescore.engine.pacing import SUBMISSION_BUDGET_S, Pace, settled_reason, stopped_early, submission_budget
-from rescore.engine.runner import RunConfig, job_of, run_submission
+from rescore.engine.runner import RunConfig, run_submission
 from rescore.model.records import Submission
+from rescore.worker.protocol import job_of
 
 ROW = {"outcome": "crash", "reason": "the worker died"}
 
@@ -216,25 +217,27 @@ def test_a_host_truth_measured_slow_moves_its_case_and_the_problems_heavier_case
     """A KernelBench level 2 convolution reads few elements and does much work: the size estimate
     sends it to the host, the timed host run (a convolution's, say 50 ms) moves it to the device."""
     import rescore.worker.executor as ex
+    from rescore.worker import placement
 
     executor = ex.Executor("cpu", 1 << 20)
     sub = toy_submission("problem_scale.py", "torch_correct.py")
     executor.load(job_of(sub))
-    executor.device = "cuda"  # the rule reads the device name only
+    where = executor.placement
+    where.device = "cuda"  # the rule reads the device name only
     x = torch.ones(1, 3, 64, 64, dtype=torch.float64)  # 12,288 elements: far below the host's limits
-    assert executor._truth_device([x], reduction_len=1) == "cpu"
-    executor.truth_device, executor.truth_seconds = "cpu", 5 * ex.HOST_TRUTH_SECONDS
-    executor._measured_truth([x], reduction_len=1)
-    assert executor.truth_device == "cuda" and executor.host_truth_work == x.numel() // 5
-    assert executor._truth_device([x], 1) == "cuda" and executor._truth_device([x[:, :1, :32]], 1) == "cpu"
+    assert where.choose([x], reduction_len=1) == "cpu"
+    where.truth_device = "cpu"
+    where.measured([x], 1, 5 * placement.HOST_TRUTH_SECONDS)
+    assert where.truth_device == "cuda" and where.host_truth_work == x.numel() // 5
+    assert where.choose([x], 1) == "cuda" and where.choose([x[:, :1, :32]], 1) == "cpu"
     executor.load(job_of(sub))  # the next submission of the problem starts from what was measured
-    assert executor.host_truth_work == x.numel() // 5
-    executor.learned_truth_work.clear()
+    assert where.host_truth_work == x.numel() // 5
+    where.learned_truth_work.clear()
     executor.load(job_of(sub))
-    executor.device = "cuda"
-    executor.truth_device, executor.truth_seconds = "cpu", ex.HOST_TRUTH_SECONDS / 2  # fast: nothing moves
-    executor._measured_truth([x], reduction_len=1)
-    assert executor.truth_device == "cpu" and executor.host_truth_work == ex.HOST_TRUTH_WORK
+    where.device = "cuda"
+    where.truth_device = "cpu"
+    where.measured([x], 1, placement.HOST_TRUTH_SECONDS / 2)  # fast: nothing moves
+    assert where.truth_device == "cpu" and where.host_truth_work == placement.HOST_TRUTH_WORK
 
 
 def test_the_truth_run_on_the_host_is_timed_without_building_the_module():
@@ -242,9 +245,10 @@ def test_the_truth_run_on_the_host_is_timed_without_building_the_module():
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission("problem_scale.py", "torch_correct.py")))
-    executor.truth_seconds = -1.0
-    truths, _ = executor._reference([torch.ones(8, 1024, dtype=torch.float64)], [], torch.float32, 1)
-    assert truths[0].dtype == torch.float64 and 0.0 <= executor.truth_seconds
+    executor.reference.seconds = -1.0
+    truths, _ = executor.reference.run(executor.loaded.problem, [torch.ones(8, 1024, dtype=torch.float64)], [],
+                                       torch.float32, 1, "cpu", "cpu")
+    assert truths[0].dtype == torch.float64 and 0.0 <= executor.reference.seconds
 
 
 def test_the_prebuild_instantiates_a_model_that_builds_in_its_init(tmp_path, monkeypatch, capsys):

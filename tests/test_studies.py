@@ -225,27 +225,31 @@ def test_a_case_past_the_large_draw_takes_its_shapes_from_the_meta_device(monkey
     from conftest import toy_submission
 
     import rescore.worker.executor as ex
-    from rescore.engine.runner import job_of
     from rescore.inputs.seeds import sub_seed
     from rescore.inputs.strategies import CaseSpec
+    from rescore.worker import case_inputs
+    from rescore.worker.protocol import job_of
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission("problem_scale.py", "scale_correct.py")))
     spec = CaseSpec("trigger", 5, "float32", {"batch_size": 8, "dim": 1024}, "normal", "contiguous")
 
+    def make_inputs(spec: CaseSpec) -> tuple[list, list]:
+        return case_inputs.make_inputs(executor.loaded.problem, executor.loaded.schema, "cpu", spec)
+
     def generator_after_inputs() -> torch.Tensor:
-        executor.make_inputs(spec)
+        make_inputs(spec)
         return torch.random.get_rng_state()
 
     torch.default_generator.manual_seed(sub_seed(spec.seed, "get_inputs"))
     untouched = torch.random.get_rng_state()
     assert not torch.equal(generator_after_inputs(), untouched)  # ordinary: get_inputs() drew
-    ordinary = executor.make_inputs(spec)[0][0]
-    monkeypatch.setattr(ex, "LARGE_DRAW", 1024)
+    ordinary = make_inputs(spec)[0][0]
+    monkeypatch.setattr(case_inputs, "LARGE_DRAW", 1024)
     assert torch.equal(generator_after_inputs(), untouched)  # large: shapes from meta, no draw
-    large = executor.make_inputs(spec)[0][0]
+    large = make_inputs(spec)[0][0]
     assert large.shape == ordinary.shape and large.dtype == torch.float64
-    assert torch.equal(large, executor.make_inputs(spec)[0][0]) and torch.equal(ordinary, large)
+    assert torch.equal(large, make_inputs(spec)[0][0]) and torch.equal(ordinary, large)
 
 
 def test_the_statement_names_ops_never_tested_past_the_benchmarks_size():
@@ -272,15 +276,18 @@ def test_a_case_whose_free_draws_the_reference_rejects_varies_one_size_at_a_time
     from conftest import toy_submission
 
     import rescore.worker.executor as ex
-    from rescore.engine.runner import RunConfig, job_of, run_submission
+    from rescore.engine.runner import RunConfig, run_submission
+    from rescore.worker import case_inputs
+    from rescore.worker.protocol import job_of
 
     sub = toy_submission("problem_residual.py", "residual_correct.py", dtypes=("float32",))
     executor = ex.Executor("cpu", 1 << 15)
     executor.load(job_of(sub))
-    defaults = dict(executor.schema.defaults())
+    defaults = dict(executor.loaded.schema.defaults())
     assert set(defaults) == {"batch_size", "in_features", "out_features"}
     for seed in range(20):
-        held = executor._held_draw("default", seed, "float32").sizes
+        held = case_inputs.held_draw(executor.loaded.problem, executor.loaded.schema, executor.budget, "default", seed,
+                                     "float32").sizes
         assert sum(held[k] != defaults[k] for k in defaults) <= 1
     rows = run_submission(sub, RunConfig(device="cpu", strategies={"default": 8}, dtypes=("float32",)), worker)
     fuzz = [r for r in rows if r["oracle"] == "fuzz"]

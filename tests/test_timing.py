@@ -68,7 +68,7 @@ def test_a_slow_kernel_runs_as_many_repeats_as_its_budget_holds_but_never_too_fe
 
 def test_a_torch_forward_and_its_reference_are_timed_on_cpu_tensors_through_the_executor():
     import rescore.worker.executor as ex
-    from rescore.engine.runner import job_of
+    from rescore.worker.protocol import job_of
 
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission("problem_scale.py", "torch_correct.py")))

@@ -38,20 +38,20 @@ def load_config(paths: list[str]) -> dict:
 
 def first_flag(worker, sub, cfg, cases: list[dict]) -> dict:
     """Run `sub` as `runner.run_submission` does, up to its first flagged fuzz case."""
-    from rescore.engine.runner import job_of
     from rescore.engine.sandbox import run_with_retry
     from rescore.model.outcomes import FLAGGING
+    from rescore.worker.protocol import Case, Fixed, Load, job_of
 
     start = time.perf_counter()
-    load = run_with_retry(worker, ("load", job_of(sub)), cfg.load_timeout_s)
+    load = run_with_retry(worker, Load(job_of(sub)), cfg.load_timeout_s)
     worker.job = job_of(sub)
     if load.get("outcome") in ("crash", "timeout"):
         return {"flagged": load["outcome"] in FLAGGING, "cases_run": 0, "first": None,
                 "note": f"load: {load.get('reason')}", "seconds": time.perf_counter() - start}
-    run_with_retry(worker, ("fixed", cfg.fixed_profile, cfg.fixed_dtype), cfg.timeout_s)  # as a shard does
+    run_with_retry(worker, Fixed(cfg.fixed_profile, cfg.fixed_dtype), cfg.timeout_s)  # as a shard does
     outcomes: dict[str, int] = {}
     for n, case in enumerate(cases, 1):
-        msg = ("case", {"strategy": case["strategy"], "seed": case["seed"], "dtype": case["dtype"], "override": None})
+        msg = Case(case["strategy"], case["seed"], case["dtype"])
         row = run_with_retry(worker, msg, cfg.timeout_s)
         outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + 1
         if row["outcome"] in FLAGGING:

@@ -12,7 +12,7 @@ from rescore.analysis.severity import benchmark_sizes, submission_tier
 from rescore.engine.pacing import stopped_early
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import claims_dtype
-from rescore.model.schema import largest_numel
+from rescore.model.schema import largest_in_json
 
 GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
 """Bug classes only a GPU can show: the interpreter runs program instances one after another (no
@@ -48,11 +48,6 @@ def labels_note(buggy: int, correct: int, unlabelled: int) -> str:
     return "; ".join(parts)
 
 
-def _largest(shapes: object) -> int:
-    """Elements of the largest tensor of a case, from its `shapes` column (JSON), 0 if unknown."""
-    return largest_numel(json.loads(shapes)) if isinstance(shapes, str) else 0
-
-
 def observable(df: pd.DataFrame) -> pd.DataFrame:
     """The rows (cases with `device`, `bug_class` and, where known, `shapes`) whose bug can show
     where and at the size the case ran: no GPU-only class on the CPU, and a 32-bit offset overflow
@@ -61,7 +56,7 @@ def observable(df: pd.DataFrame) -> pd.DataFrame:
     gpu_only = (df["device"] == "cpu") & df["bug_class"].isin(GPU_ONLY_CLASSES)
     overflow = df["bug_class"] == "int32_offset_overflow"
     if "shapes" in df.columns:
-        big = df["shapes"].where(overflow).map(_largest) >= OVERFLOW_ELEMENTS
+        big = df["shapes"].where(overflow).map(largest_in_json) >= OVERFLOW_ELEMENTS
     else:
         big = pd.Series(False, index=df.index)
     return df[~(gpu_only | (overflow & ~big))]

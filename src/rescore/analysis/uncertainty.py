@@ -12,7 +12,7 @@ import pandas as pd
 
 from rescore.analysis.study import GPU_ONLY_CLASSES, LABELS
 from rescore.engine.pacing import stopped_early
-from rescore.model.schema import largest_numel
+from rescore.model.schema import largest_in_json
 
 
 def upper_bound(failures: int, n: int, confidence: float = 0.95) -> float:
@@ -34,17 +34,13 @@ def _size_ranges(df: pd.DataFrame) -> dict[str, tuple[int, int]]:
     return {k: (min(v), max(v)) for k, v in ranges.items()}
 
 
-def _largest(shapes: str | None) -> int:
-    return largest_numel(json.loads(shapes)) if isinstance(shapes, str) and shapes else 0
-
-
 def never_past_the_benchmark(cases: pd.DataFrame, ops: pd.Series) -> list[tuple[str, int, int]]:
     """(op, largest fuzz input, the benchmark's largest input) for each op whose executed fuzz cases
     never held more elements than the fixed-shape check's input: a kernel right up to the
     benchmark's size and wrong past it (one hard-coded to it) passes all of them."""
     ran = cases[cases["outcome"] != "skipped"].reset_index(drop=True)
     ran = ran.assign(op=ran["submission_id"].map(ops))
-    largest = ran["shapes"].map(_largest)
+    largest = ran["shapes"].map(largest_in_json)
     fixed = largest[ran["oracle"] == "fixed"].groupby(ran["op"]).max()
     fuzz = largest[ran["oracle"] == "fuzz"].groupby(ran["op"]).max()
     return [(op, int(fuzz[op]), int(n)) for op, n in fixed.items() if op in fuzz and 0 < fuzz[op] <= n]

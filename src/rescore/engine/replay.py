@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from rescore.engine.check import pair_from_files
-from rescore.engine.runner import RunConfig, job_of, resolve_device
+from rescore.engine.runner import RunConfig, resolve_device
 from rescore.engine.sandbox import Worker, run_with_retry
+from rescore.worker.protocol import Case, Fixed, Load, job_of
 
 
 def find_failure(failure_id: str, results: str) -> dict:
@@ -48,13 +49,13 @@ def replay_case(
     cfg = RunConfig(device=device)
     worker = Worker(device, cfg.budget)
     try:
-        loaded = run_with_retry(worker, ("load", job_of(sub)), cfg.load_timeout_s)
+        loaded = run_with_retry(worker, Load(job_of(sub)), cfg.load_timeout_s)
         worker.job = job_of(sub)
         if loaded.get("outcome") in ("crash", "timeout"):
             return loaded
         if oracle == "fixed":
-            return run_with_retry(worker, ("fixed", profile, dtype), timeout)
-        msg = ("case", {"strategy": strategy, "seed": int(seed or 0), "dtype": dtype, "override": trigger})
+            return run_with_retry(worker, Fixed(profile, dtype), timeout)
+        msg = Case(strategy, int(seed or 0), dtype, trigger)
         return run_with_retry(worker, msg, timeout)
     finally:
         worker.stop()

@@ -15,7 +15,8 @@ from rescore.engine.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, Pace
 from rescore.engine.sandbox import Worker, request_with_retry, run_with_retry
 from rescore.inputs.seeds import case_seed
 from rescore.inputs.strategies import get_strategy
-from rescore.model.records import Submission, claims_dtype, cuda_only
+from rescore.model.records import Submission, claims_dtype
+from rescore.worker.protocol import Case, Fixed, Load, job_of
 
 
 @dataclass
@@ -127,27 +128,6 @@ def replay_command(sub: Submission, case: dict, device: str) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def job_of(sub: Submission) -> dict:
-    """What a worker needs to load a submission: sources, paths and the problem's schema."""
-    p = sub.problem
-    return {
-        "problem": {
-            "problem_id": p.problem_id,
-            "source": p.source,
-            "path": p.path,
-            "schema": p.schema,
-            "tolerance": p.tolerance,
-        },
-        "submission": {
-            "name": sub.name,
-            "source": sub.source,
-            "path": sub.path,
-            "language": sub.language,
-            "cuda_only": cuda_only(sub.source),
-        },
-    }
-
-
 class Progress:
     """Cases done of total, the submission in hand, and time left (`rescore check`): on a terminal
     only, so that a log or a pipe gets nothing."""
@@ -186,7 +166,7 @@ def run_submission(
     cases = plan_cases(sub, cfg) if cases is None else cases
     base = {"submission_id": sub.submission_id, "name": sub.name, "problem_id": sub.problem.problem_id}
     rows: list[dict] = []
-    load = run_with_retry(worker, ("load", job_of(sub)), cfg.load_timeout_s)
+    load = run_with_retry(worker, Load(job_of(sub)), cfg.load_timeout_s)
     worker.job = job_of(sub)
     if load.get("outcome") in ("crash", "timeout"):
         reason = f"loading the submission: {load.get('reason')}"
@@ -229,7 +209,7 @@ def run_submission(
                 cfg.settle_after, cfg.settle_timeout_s)
     if fixed:
         timeout = pace.timeout()
-        row, death = request_with_retry(worker, ("fixed", cfg.fixed_profile, cfg.fixed_dtype), timeout)
+        row, death = request_with_retry(worker, Fixed(cfg.fixed_profile, cfg.fixed_dtype), timeout)
         row = pace.record(row, death, timeout)
         case = {"oracle": "fixed", "dtype": cfg.fixed_dtype, "tolerance_policy": cfg.fixed_profile}
         rows.append(
@@ -247,15 +227,7 @@ def run_submission(
             )
         )
     for case in remembered + cases:
-        msg = (
-            "case",
-            {
-                "strategy": case["strategy"],
-                "seed": case["seed"],
-                "dtype": case["dtype"],
-                "override": case.get("trigger"),
-            },
-        )
+        msg = Case(case["strategy"], case["seed"], case["dtype"], case.get("trigger"))
         stop = pace.stop_reason()
         if stop is not None:
             row = {"outcome": "skipped", "reason": stop}

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from rescore.model.findings import claims_verdict, merge
+from rescore.worker.protocol import RSS_KEY, Kind, Load, Request, Status, Stop, encode
 
 KEEP_ENV = (
     "PATH",
@@ -189,7 +190,7 @@ class Worker:
             return
         self._note_peak()
         try:
-            self.send_conn.send((os.urandom(16), ("stop",)))
+            self.send_conn.send((os.urandom(16), encode(Stop())))
         except (OSError, EOFError):
             pass
         try:
@@ -247,23 +248,25 @@ class Worker:
             return set()
         return {"stdout_claim"} if new and claims_verdict(new.decode("utf-8", "replace")) else set()
 
-    def request(self, msg: tuple, timeout: float):
+    def request(self, msg: Request, timeout: float):
         """Send one message; return the worker's answer, or raise WorkerDied (crash / timeout)."""
-        if msg[0] == "load" and self.proc is not None and (self.loads >= MAX_LOADS or self.last_rss > MAX_RSS):
+        load = isinstance(msg, Load)
+        if load and self.proc is not None and (self.loads >= MAX_LOADS or self.last_rss > MAX_RSS):
             self.stop()  # a fresh worker for the next submission: memory stays bounded over a long run
         if self.proc is None:
             self.start()
-            if self.job is not None and msg[0] != "load":  # a fresh process's start is not the case's time
-                self._ask(("load", self.job), max(timeout, self.load_timeout))
-        return self._ask(msg, timeout)
+            if self.job is not None and not load:  # a fresh process's start is not the case's time
+                self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
+        return self._ask(encode(msg), timeout)
 
-    def _ask(self, msg: tuple, timeout: float):
-        if msg[0] == "load":
-            msg = ("load", _absolute_job(msg[1]))
+    def _ask(self, wire: tuple, timeout: float):
+        """Send one wire tuple (`protocol.encode`) and wait for its answer."""
+        if wire[0] == Kind.LOAD:
+            wire = (Kind.LOAD.value, _absolute_job(wire[1]))
             self.loads += 1
         token = os.urandom(16)
         try:
-            self.send_conn.send((token, msg))
+            self.send_conn.send((token, wire))
             if not self.recv_conn.poll(timeout):
                 claims = self._claims()
                 self._kill()
@@ -289,12 +292,12 @@ class Worker:
             raise WorkerDied("crash", "the result channel carried a message the harness did not send", found,
                              kind="a forged result")
         _, status, result = packet
-        if status == "ok" and self.recv_conn.poll(0) and not self._exited():
+        if status == Status.OK and self.recv_conn.poll(0) and not self._exited():
             found.add("forged_result")  # more than one answer to one request: something else wrote too
-            status = "restart"
-        self.last_rss = int(result.pop("_rss", 0) or 0)
+            status = Status.RESTART
+        self.last_rss = int(result.pop(RSS_KEY, 0) or 0)
         self.peak_rss = max(self.peak_rss, self.last_rss)
-        if status == "restart":
+        if status == Status.RESTART:
             self._kill()
             self._close()
         if found:
@@ -311,10 +314,10 @@ class Worker:
 
     def load(self, job: dict, timeout: float) -> dict:
         self.job = job
-        return self.request(("load", job), timeout)
+        return self.request(Load(job), timeout)
 
 
-def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1) -> dict:
+def run_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> dict:
     """One request; a worker that dies is restarted and the request retried `retries` times, unless
     the death is the candidate's own (a hang, a forged answer, a segfault or abort), which repeats.
 
@@ -324,7 +327,7 @@ def run_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1)
     return request_with_retry(worker, msg, timeout, retries)[0]
 
 
-def request_with_retry(worker: Worker, msg: tuple, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
+def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
     """`run_with_retry`'s row, and how the worker ended when the row is its death (`timeout`,
     `signal 11`, `exit code 0`, `a forged result`), else None: a runner
     settles a submission whose cases end the same way in a row (`pacing.py`)."""

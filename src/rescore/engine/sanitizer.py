@@ -29,9 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.engine.sandbox import Worker, request_with_retry
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import Submission, submission_from_dict
 from rescore.model.tables import write_parquet
+from rescore.worker.protocol import Case, Load, job_of
 
 log = logging.getLogger("rescore")
 
@@ -257,22 +259,18 @@ def _base(sub: Submission, case: dict) -> dict:
     }
 
 
-def _message(sub: Submission, case: dict) -> tuple:
+def _message(sub: Submission, case: dict) -> Case:
     """The worker request that re-runs `case` exactly as the check ran it (a trigger with its override)."""
     override = None
     if case.get("strategy") == "trigger" and sub.trigger:
         override = sub.trigger if isinstance(sub.trigger, dict) else json.loads(sub.trigger)
-    return ("case", {"strategy": case["strategy"], "seed": int(case["seed"]), "dtype": case["dtype"],
-                     "override": override})
+    return Case(case["strategy"], int(case["seed"]), case["dtype"], override)
 
 
 def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Path, device: str = "cuda",
                   version: str | None = None) -> list[dict]:
     """Rows for one case under one tool: one per diagnosis found, or one `clean` / `timeout` /
     `incomplete` row. `device` is for tests, which run a stand-in sanitizer on the CPU."""
-    from rescore.engine.runner import job_of
-    from rescore.engine.sandbox import Worker, request_with_retry
-
     log_dir.mkdir(parents=True, exist_ok=True)
     report = log_dir / f"{sub.submission_id[:16]}-{tool}.log"
     report.unlink(missing_ok=True)
@@ -282,7 +280,7 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
     base = dict(_base(sub, case), tool=tool, sanitizer_version=version)
     start = time.monotonic()
     try:
-        loaded, _ = request_with_retry(worker, ("load", job_of(sub)), cfg["timeout_s"], retries=0)
+        loaded, _ = request_with_retry(worker, Load(job_of(sub)), cfg["timeout_s"], retries=0)
         worker.job = job_of(sub)
         if loaded.get("outcome") in ("crash", "timeout"):
             result = {"outcome": loaded["outcome"], "reason": f"loading the submission: {loaded.get('reason')}"}

@@ -11,18 +11,17 @@ import json
 import time
 
 from rescore.analysis.study import FIRST_FAILURE_ORDER, failure_id
-from rescore.engine.runner import job_of
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import Submission
+from rescore.worker.protocol import Case, Load, job_of
 
 SIMPLER_VALUES = ("normal", "small_integers", "sparse")
 MAX_STEPS = 48
 
 
 def _still_fails(worker: Worker, seed: int, trigger: dict, timeout: float) -> dict | None:
-    row = run_with_retry(worker, ("case", {"strategy": "shrink", "seed": seed, "dtype": trigger["dtype"],
-                                           "override": trigger}), timeout)
+    row = run_with_retry(worker, Case("shrink", seed, trigger["dtype"], trigger), timeout)
     return row if row.get("outcome") in FLAGGING else None
 
 
@@ -55,7 +54,7 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
     job = job_of(sub)
     # Loaded afresh even where the worker holds it (a check shard): a kernel that caches results
     # across calls would otherwise fail on state earlier cases left, which no replay reproduces.
-    run_with_retry(worker, ("load", job), timeout)
+    run_with_retry(worker, Load(job), timeout)
     worker.job = job
     best = _still_fails(worker, seed, current, timeout)
     steps = 1

@@ -113,12 +113,11 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
     """Every submission timed in one worker, one after another (never two kernels on the GPU at once).
     `device`, `host_clock` and `flush_bytes` are for tests, which time CPU tensors by the host's clock
     (Executor.run_timing); the stage itself times on CUDA with CUDA events."""
-    from rescore.engine.runner import job_of
     from rescore.engine.sandbox import Worker, run_with_retry
+    from rescore.worker.protocol import Load, Time, job_of
 
     worker = Worker(device, cfg["budget"], log_dir)
-    request = ("time", dict({k: cfg[k] for k in ("dtype", "warmup", "repeats", "budget_s")},
-                            host_clock=host_clock, flush_bytes=flush_bytes))
+    request = Time(cfg["dtype"], cfg["warmup"], cfg["repeats"], cfg["budget_s"], host_clock, flush_bytes)
     # warm-up (compiles) and two measurements of at most budget_s each, past the usual case timeout
     timeout = cfg["timeout_s"] + 2 * cfg["budget_s"]
     rows: list[dict] = []
@@ -131,7 +130,7 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
                 rows.append(dict(base_row(sub), dtype=cfg["dtype"], status="skipped",
                                  reason=f"not read at ingest: {error}"[:500]))
             else:
-                load = run_with_retry(worker, ("load", job_of(sub)), worker.load_timeout)
+                load = run_with_retry(worker, Load(job_of(sub)), worker.load_timeout)
                 worker.job = job_of(sub)
                 if load.get("outcome") in ("crash", "timeout"):
                     result = {"outcome": load["outcome"], "reason": f"loading the submission: {load.get('reason')}",

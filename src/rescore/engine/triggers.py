@@ -7,11 +7,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rescore.engine.runner import RunConfig, job_of
+from rescore.engine.runner import RunConfig
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.inputs.seeds import case_seed
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import Submission
+from rescore.worker.protocol import Case, Load, job_of
 
 
 @dataclass
@@ -35,16 +36,12 @@ class TriggerResult:
 
 def run_trigger(worker: Worker, sub: Submission, trigger: dict, timeout: float) -> dict:
     job = job_of(sub)
-    loaded = run_with_retry(worker, ("load", job), timeout)
+    loaded = run_with_retry(worker, Load(job), timeout)
     worker.job = job
     if loaded.get("outcome") in ("crash", "timeout"):
         return loaded
     seed = case_seed(0, sub.problem.problem_id, "trigger", 0)
-    return run_with_retry(
-        worker,
-        ("case", {"strategy": "trigger", "seed": seed, "dtype": trigger.get("dtype", "float32"), "override": trigger}),
-        timeout,
-    )
+    return run_with_retry(worker, Case("trigger", seed, trigger.get("dtype", "float32"), trigger), timeout)
 
 
 def check_triggers(

@@ -34,7 +34,7 @@ def main() -> None:
     audit.install()
     print(f"rescore worker {os.getpid()}: cwd {os.getcwd()}, limits {limits}", file=sys.stderr, flush=True)
     # Import only now: TRITON_INTERPRET must be set before triton is imported.
-    from rescore.worker.executor import main_loop
+    from rescore.worker.loop import main_loop
 
     class Duplex:
         def __init__(self, r: Connection, w: Connection):

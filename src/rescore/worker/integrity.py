@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rescore.worker.transfers import to_host
+from rescore.worker.placement import to_host
 
 _MISSING = object()
 _CACHES = frozenset({"__slotnames__"})  # added to classes by copyreg when they are first pickled

@@ -8,7 +8,7 @@ timed call is queued before the events are read, so the host never stalls the GP
 A row reports the median and the spread (min, p10, p25, p75, p90, max) of those calls.
 
 What the events see is the current stream: work that a submission leaves on another stream without
-joining it back is not counted. The harness's NaN fill of fresh memory (`execute.poison_fresh_memory`)
+joining it back is not counted. The harness's NaN fill of fresh memory (`loop.poison_fresh_memory`)
 and deterministic algorithms are off while calls are timed: the fill adds a kernel per allocation.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +28,9 @@ import torch
 
 from rescore.oracle.fixed import WEIGHT_SEED, trial_seeds
 from rescore.oracle.tolerance import torch_dtype
+from rescore.worker.context import WorkerContext
+from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
+from rescore.worker.loading import cannot_run
 
 NEEDS_GPU = "timing needs a CUDA GPU"
 # triton.testing.do_bench writes 256 MiB before each call; a GPU whose L2 is larger than a quarter
@@ -218,3 +222,52 @@ def environment(versions_json: str) -> dict[str, str | None]:
     info = json.loads(versions_json)
     return {"device": info.get("device"), "torch": info.get("torch"), "triton": info.get("triton")}
 
+
+def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget_s: float, host_clock: bool = False,
+               flush_bytes: int | None = None) -> dict:
+    """A row of the timing table: the candidate's forward, then the reference's, each timed on the
+    benchmark's own inputs at `dtype`. Only on a GPU (CUDA events, L2 flushed). `host_clock` (tests
+    only) times through the host's clock on any device, and `flush_bytes` sets the flush buffer's
+    size: CPU tensors then take the same path as a GPU's."""
+    row = {"dtype": dtype, "warmup": max(1, warmup), **environment(ctx.versions)}
+    if not host_clock and ctx.device != "cuda":
+        return dict(row, outcome="skipped", reason=NEEDS_GPU)
+    skip = cannot_run(ctx.loaded, ctx.device, dtype)
+    if skip:
+        return dict(row, outcome=skip.outcome, reason=skip.reason)
+    loaded, guard = ctx.loaded, ctx.guard
+    assert loaded.problem is not None and loaded.candidate is not None
+    sync = torch.cuda.synchronize if ctx.device == "cuda" else None
+    clock = HostClock(sync) if host_clock else EventClock()
+    flush = CacheFlush(ctx.device, flush_bytes)
+    row["flush_bytes"] = flush.nbytes
+    where = loaded.job["problem"]["path"]
+    try:
+        init = loaded.problem.get_init_inputs()
+        inputs = benchmark_inputs(loaded.problem, ctx.device, dtype)
+    except Exception as exc:  # noqa: BLE001 - the problem's own code: not the candidate's fault
+        reason = f"problem {where}: its inputs could not be made: {type(exc).__name__}: {exc}"
+        return dict(row, outcome="skipped", reason=reason[:500])
+    try:
+        seed(WEIGHT_SEED)
+        model = guard.call(loaded.candidate.ModelNew, *init)
+        model = guard.call(placed, model, ctx.device, dtype)
+        timed = guard.call(measure, lambda: model(*inputs), clock, flush, warmup, repeats, budget_s)
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
+            raise
+        verdict = verdict_of(exc, guard.findings, loaded.candidate_file, ctx.device)
+        return dict(row, outcome=verdict.outcome, reason=verdict.reason)
+    row.update(columns(timed), capped=timed.capped, outcome="ok", reason="")
+    try:  # the problem's Model, the same way, on inputs of its own (the candidate may have written its)
+        inputs = benchmark_inputs(loaded.problem, ctx.device, dtype)
+        seed(WEIGHT_SEED)
+        reference = placed(loaded.problem.Model(*init), ctx.device, dtype)
+        ref = measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s)
+        row.update(columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
+    except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
+        if is_cuda_failure(exc) and not cuda_context_usable():
+            raise NeedsRestart(f"the reference left the GPU unusable: {exc}"[:500]) from exc
+        reason = f"problem {where}: the reference failed: {type(exc).__name__}: {exc}"
+        row.update(ref_outcome="crash", ref_reason=reason[:500])
+    return row

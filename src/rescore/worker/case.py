@@ -1,0 +1,213 @@
+"""The case protocol: one fuzz case, from its draw to its verdict.
+
+The candidate runs before the reference's answer exists anywhere in the process, on values written
+into the very tensors of the case after a decoy call, and (on a GPU) once more on fresh copies. The
+order of the steps and every named sub-seed are what make a case's `inputs_hash` and outcome
+reproducible: keep both as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+
+import torch
+
+from rescore.inputs.seeds import sub_seed
+from rescore.inputs.strategies import CaseSpec
+from rescore.oracle import judge
+from rescore.oracle.reference import ReferenceRejects, flatten, scrub, seed_generators
+from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
+from rescore.worker import case_inputs
+from rescore.worker.context import WorkerContext
+from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
+from rescore.worker.integrity import digest, digests
+from rescore.worker.loading import cannot_run
+from rescore.worker.placement import judged_where, lowp
+from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
+
+SIZE_RETRIES = 6
+# After SIZE_RETRIES draws the float64 reference rejected (a real problem's sizes are tied: channels
+# divisible by groups, a residual's shapes equal), this many draws that vary one size and keep the
+# others at the benchmark's own, so that the relations among those hold.
+HELD_RETRIES = 6
+
+
+def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override: dict | None, repeat: int) -> dict:
+    """One fuzz case's row of the `cases` table (without the submission's columns): drawn again with
+    another sub-seed while the float64 reference rejects the drawn sizes, then with all sizes but
+    one at the benchmark's own, and `skipped` when every draw is rejected."""
+    row = {
+        "oracle": "fuzz",
+        "strategy": strategy,
+        "seed": seed,
+        "dtype": dtype,
+        "device": ctx.device,
+        "versions": ctx.versions,
+        "tolerance_policy": DEFAULT_POLICY.name,
+    }
+    skip = cannot_run(ctx.loaded, ctx.device, override.get("dtype", dtype) if override else dtype)
+    if skip:
+        return dict(row, outcome=skip.outcome, reason=skip.reason)
+    if override and override.get("device") == "cuda" and ctx.device != "cuda":
+        return dict(row, outcome="skipped", reason="this trigger needs a real GPU (races, 32-bit offset overflow)")
+    if override and "repeat" in override:
+        repeat = int(override["repeat"])
+    problem, schema = ctx.loaded.problem, ctx.loaded.schema
+    attempt_seed, last = seed, ""
+    decoy = not override and ctx.decoys.due()
+    for attempt in range(SIZE_RETRIES):
+        with ctx.phases("draw"):
+            spec = case_inputs.draw(problem, schema, ctx.budget, strategy, attempt_seed, dtype, override)
+        row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
+        try:
+            return run_spec(ctx, spec, row, repeat, decoy=decoy)
+        except ReferenceRejects as rejected:
+            if override:
+                return dict(row, outcome="skipped", reason=f"the float64 reference rejects this input: {rejected}")
+            attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
+            last = str(rejected)
+    for attempt in range(HELD_RETRIES):
+        with ctx.phases("draw"):
+            spec = case_inputs.held_draw(problem, schema, ctx.budget, strategy, sub_seed(seed, f"held{attempt}"), dtype)
+        row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
+        try:
+            return run_spec(ctx, spec, row, repeat, decoy=decoy)
+        except ReferenceRejects as rejected:
+            last = str(rejected)
+    where = ctx.loaded.job["problem"]["path"]
+    return dict(row, outcome="skipped", reason=f"problem {where}: the float64 reference rejected every "
+                f"sampled size (last: {last})"[:500])
+
+
+def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
+    """The candidate runs before the reference's answer exists anywhere in the process: the
+    reference first only checks that it accepts these sizes (its output is dropped), then the
+    candidate runs on other values written into the very tensors of the case (a cache keyed by
+    pointer, id or shape then answers for the wrong values), then on the case's values; then the
+    reference computes the truth, and on a GPU the candidate runs once more on fresh copies
+    (determinism: a race shows as two runs that differ).
+    An explicit trigger (`override`) runs exactly as written, without the decoy call."""
+    loaded, guard, phases, placement = ctx.loaded, ctx.guard, ctx.phases, ctx.placement
+    problem, schema = loaded.problem, loaded.schema
+    assert problem is not None and loaded.candidate is not None and schema is not None
+    device, tdtype = ctx.device, torch_dtype(spec.dtype)
+    with phases("make_inputs"):
+        inputs64, init = case_inputs.make_inputs(problem, schema, device, spec)
+    row["shapes"] = json.dumps([list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs64])
+    with phases("inputs_hash"):
+        row["inputs_hash"] = case_inputs.inputs_hash(inputs64)
+    row["reduction_len"] = schema.reduction_length(spec.sizes)
+    placement.truth_device = placement.choose(inputs64, row["reduction_len"])
+    wseed = sub_seed(spec.seed, "weights")
+    ref_record = OpRecorder()
+    with phases("reference"):  # raises when it rejects these sizes
+        checked, _ = ctx.reference.run(problem, inputs64, init, tdtype, wseed, device, placement.truth_device,
+                                       record=ref_record)
+    placement.measured(inputs64, row["reduction_len"], ctx.reference.seconds)
+    ref_ops = set(ref_record.ops)
+    with phases("scrub"):
+        scrub(checked, inputs64)
+    del checked
+    with phases("lowp"):
+        lowp_inputs = lowp(inputs64, tdtype, device)
+    with phases("candidate_inputs"):
+        cand_inputs = case_inputs.candidate_inputs(lowp_inputs, spec.layout)
+    row["strides"] = json.dumps([list(x.stride()) if isinstance(x, torch.Tensor) else None for x in cand_inputs])
+    with phases("decoy_values"):
+        decoy = case_inputs.decoy_values(problem, schema, device, spec, tdtype, "in-place decoy") if decoy else None
+    with phases("digest"):
+        guarded = digest(inputs64 + lowp_inputs)
+    record = OpRecorder()
+    start = time.perf_counter()
+    try:
+        seed_generators(device, wseed)
+        model = guard.call(loaded.candidate.ModelNew, *init)
+        if isinstance(model, torch.nn.Module):
+            model = guard.call(lambda: model.to(device).to(tdtype))
+        with torch.no_grad():
+            for r in range(repeat - 1):  # earlier calls on other values of the same shape
+                with phases("decoy_values"):
+                    earlier = case_inputs.decoy_values(problem, schema, device, spec, tdtype, f"decoy{r}")
+                guard.call(model, *case_inputs.candidate_inputs(earlier, spec.layout))
+            if decoy is not None:
+                decoy_start = time.perf_counter()
+                case_inputs.refill(cand_inputs, decoy)
+                try:
+                    guard.call(model, *cand_inputs)
+                except Exception:  # noqa: BLE001 - judged on the case's own values below
+                    pass
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                start += time.perf_counter() - decoy_start
+                case_inputs.refill(cand_inputs, lowp_inputs)
+            with phases("snapshot"):
+                before = case_inputs.snapshot(cand_inputs)
+            with phases("digest"):
+                guarded_before = digest(before)
+            launches = Launches.count
+            out = guard.call(model, *cand_inputs, record=record)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
+            raise
+        return verdict_of(exc, guard.findings, loaded.candidate_file, device).row(row, start)
+    row["wall_ms"] = 1e3 * (time.perf_counter() - start)
+    launches = Launches.count - launches
+    with phases("digest"):
+        tampered = digests(inputs64 + lowp_inputs, before) != [guarded, guarded_before]
+    if tampered:
+        guard.found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
+        with phases("make_inputs"):
+            inputs64, init = case_inputs.make_inputs(problem, schema, device, spec)
+        with phases("lowp"):
+            lowp_inputs = lowp(inputs64, tdtype, device)
+        with phases("snapshot"):
+            before = case_inputs.snapshot(lowp_inputs)
+    with phases("reference"):
+        truths, lowps = ctx.reference.run(problem, inputs64, init, tdtype, wseed, device, placement.truth_device,
+                                          lowp_inputs, record=OpRecorder())
+        structural = ctx.reference.structural_truths(inputs64, truths)
+        terms = ctx.reference.term_sizes(schema.linear, inputs64, truths)
+    with phases("output_findings"):
+        guard.findings |= output_findings(list(out) if isinstance(out, (tuple, list)) else [out], cand_inputs)
+    with phases("kernel_findings"):
+        guard.findings |= kernel_findings(loaded.job["submission"]["language"], ref_ops, record.ops, launches)
+    overrides = loaded.job["problem"].get("tolerance")
+    place = functools.partial(judged_where, device)
+    with phases("judge"):
+        verdict = judge.judge(out, truths, lowps, cand_inputs, before, tdtype, spec.dtype, row["reduction_len"],
+                              structural, terms, device=device, overrides=overrides, place=place)
+    if verdict["outcome"] == "pass" and device == "cuda":
+        # Only a GPU can race: the interpreter runs program instances one after another, and
+        # memory nothing wrote is NaN in the first run already; on the CPU a rerun finds nothing.
+        with phases("rerun"):
+            again = rerun(ctx, model, lowp_inputs, spec.layout)
+        if again is not None:
+            with phases("output_findings"):
+                guard.findings |= output_findings(flatten(again) or [], truths + (lowps or []), "reads_reference")
+            with phases("judge_rerun"):
+                verdict = judge.judge_rerun(out, again, truths, lowps, tdtype, spec.dtype, row["reduction_len"],
+                                            verdict, structural, terms, device=device, overrides=overrides,
+                                            place=place)
+    return dict(row, **verdict)
+
+
+def rerun(ctx: WorkerContext, model, lowp_inputs: list, layout: str):
+    """The candidate once more on fresh copies of the same inputs (fresh outputs are NaN-filled)."""
+    inputs = case_inputs.candidate_inputs(lowp_inputs, layout)
+    try:
+        with torch.no_grad():
+            again = ctx.guard.call(model, *inputs)
+        if ctx.device == "cuda":
+            torch.cuda.synchronize()
+    except BaseException as exc:  # noqa: BLE001
+        if is_cuda_failure(exc) and not cuda_context_usable():
+            raise NeedsRestart(str(exc)) from exc
+        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            ctx.guard.findings.add("exits")
+        return None
+    return again

@@ -1,0 +1,151 @@
+"""A fuzz case's inputs: its CaseSpec (sizes, value class, layout) drawn from its strategy and seed
+or taken from an explicit trigger, the inputs the problem's own factories make at those sizes and
+refilled with the case's values, and the copies the candidate gets.
+
+Every random draw is seeded by a named sub-seed of the case's seed (`get_inputs`, `fill`, `retry`,
+`held`, the decoys'): renaming one changes every `inputs_hash`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import types
+from dataclasses import replace
+
+import torch
+
+from rescore.inputs.layout import apply_layout
+from rescore.inputs.seeds import sub_seed
+from rescore.inputs.shapes import fit_budget
+from rescore.inputs.strategies import CaseSpec, get_strategy
+from rescore.inputs.values import LARGE_DRAW, fill
+from rescore.model.schema import OpSchema, largest_numel
+from rescore.oracle.reference import seed_generators
+from rescore.oracle.tolerance import torch_dtype
+from rescore.worker.integrity import hash_tensor
+from rescore.worker.placement import lowp
+from rescore.worker.problem_schema import bound_sizes, input_shapes
+
+
+def draw(problem: types.ModuleType, schema: OpSchema, budget: int, strategy: str, seed: int, dtype: str,
+         override: dict | None = None) -> CaseSpec:
+    """The CaseSpec of a case: from its strategy and seed, or from an explicit trigger."""
+    if override:
+        sizes = dict(schema.defaults())
+        sizes.update(override.get("sizes") or {})
+        return CaseSpec(
+            strategy,
+            seed,
+            override.get("dtype", dtype),
+            sizes,
+            override.get("values", "normal"),
+            override.get("layout", "contiguous"),
+        )
+    numel = functools.partial(largest_input, problem)
+    return get_strategy(strategy).draw(schema, dtype, seed, numel, size_budget(schema, budget))
+
+
+def size_budget(schema: OpSchema, budget: int) -> int:
+    """Elements of the largest input a drawn case may hold: the run's budget, or the problem's."""
+    return min(budget, schema.max_elements or budget)
+
+
+def largest_input(problem: types.ModuleType, sizes: dict) -> int:
+    """Elements of the largest input the problem's get_inputs() makes at these sizes."""
+    return largest_numel(input_shapes(problem, sizes))
+
+
+def held_draw(problem: types.ModuleType, schema: OpSchema, budget: int, strategy: str, seed: int,
+              dtype: str) -> CaseSpec:
+    """A strategy's draw with every size but one (chosen by the seed) put back to the benchmark's
+    own, then fitted to the element budget: what is left to try once the reference has rejected
+    every free draw."""
+    spec = draw(problem, schema, budget, strategy, seed, dtype)
+    sizes = dict(schema.defaults())
+    varied = random.Random(seed).choice(sorted(sizes)) if sizes else None
+    if varied is not None:
+        sizes[varied] = spec.sizes.get(varied, sizes[varied])
+    numel = functools.partial(largest_input, problem)
+    return replace(spec, sizes=fit_budget(sizes, schema, numel, size_budget(schema, budget)))
+
+
+def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: CaseSpec) -> tuple[list, list]:
+    """(inputs at float64 holding the dtype-rounded values, init inputs) for one case."""
+    tdtype = torch_dtype(spec.dtype)
+    with bound_sizes(problem, spec.sizes):
+        seed_generators(device, sub_seed(spec.seed, "get_inputs"))
+        base = large_inputs_on_meta(problem, spec)
+        if base is None:
+            base = problem.get_inputs()
+        init = problem.get_init_inputs()
+    gen = torch.Generator().manual_seed(sub_seed(spec.seed, "fill"))
+    inputs = []
+    for i, x in enumerate(base):
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            if spec.values != "native":
+                x = fill(tuple(x.shape), spec.values, gen, tdtype, schema.domains.get(i, "real"))
+            x = x.to(tdtype).to(torch.float64)
+        inputs.append(x)
+    return inputs, init
+
+
+def large_inputs_on_meta(problem: types.ModuleType, spec: CaseSpec) -> list | None:
+    """`get_inputs()` on the meta device, for a case past values.LARGE_DRAW elements whose inputs
+    are all floating and all refilled by the case's value class: the problem's own random
+    draw is thrown away, and for a 2^31-element trigger it took about 11 s on one core. None
+    (draw as usual) for every other case, so ordinary seeds keep their values. Only a trigger
+    goes past the fuzz budget (2^20 elements at most), so only a trigger looks (0.1 ms a case)."""
+    if spec.strategy != "trigger" or spec.values == "native":
+        return None
+    try:
+        with torch.device("meta"):
+            base = problem.get_inputs()
+    except Exception:  # noqa: BLE001 - a factory that cannot run on meta draws as usual
+        return None
+    tensors = [x for x in base if isinstance(x, torch.Tensor)]
+    if not tensors or any(not x.is_floating_point() for x in tensors):
+        return None
+    return base if max(x.numel() for x in tensors) > LARGE_DRAW else None
+
+
+def candidate_inputs(values: list, layout: str) -> list:
+    """Private copies of a case's inputs for the candidate, laid out as the case says."""
+    return [
+        apply_layout(x.clone(), layout)
+        if isinstance(x, torch.Tensor) and x.is_floating_point()
+        else (x.clone() if isinstance(x, torch.Tensor) else x)
+        for x in values
+    ]
+
+
+def decoy_values(problem: types.ModuleType, schema: OpSchema, device: str, spec: CaseSpec, tdtype: torch.dtype,
+                 name: str) -> list:
+    """Inputs of the same sizes with other values (a second draw of the case's strategy)."""
+    decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, name), spec.dtype, spec.sizes, spec.values, spec.layout)
+    return lowp(make_inputs(problem, schema, device, decoy)[0], tdtype, device)
+
+
+def refill(tensors: list, values: list) -> None:
+    """Write `values` into `tensors` in place (same objects, same addresses), where shapes agree."""
+    with torch.no_grad():
+        for t, v in zip(tensors, values):
+            if isinstance(t, torch.Tensor) and isinstance(v, torch.Tensor) and t.shape == v.shape:
+                t.copy_(v)
+
+
+def snapshot(xs: list) -> list:
+    """Copies of a case's tensors as they are now (what the candidate must not change)."""
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def inputs_hash(inputs: list) -> str:
+    """A hash of the exact input values (and shapes and dtypes) of a case."""
+    h = hashlib.sha256()
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            hash_tensor(h, x)
+        else:
+            h.update(repr(x).encode())
+    return h.hexdigest()[:16]

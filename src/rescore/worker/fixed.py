@@ -1,0 +1,142 @@
+"""The fixed-shape check in the worker: the benchmark's own check (`oracle/fixed.py`), run on the
+loaded problem and candidate with every call into candidate code guarded and the ops of both recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import types
+
+from rescore.oracle.fixed import kernelbench_check
+from rescore.oracle.reference import flatten
+from rescore.worker.context import WorkerContext
+from rescore.worker.exceptions import verdict_of
+from rescore.worker.guard import Guard
+from rescore.worker.integrity import digest
+from rescore.worker.loading import cannot_run
+from rescore.worker.problem_schema import input_shapes
+from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
+
+
+def run_fixed(ctx: WorkerContext, profile: str, dtype: str) -> dict:
+    """The benchmark's own fixed-shape check (`oracle/fixed.py`) on the loaded job, every call into
+    the candidate through the guard, a failure of the problem's own code never blamed on the candidate."""
+    row = {
+        "oracle": "fixed",
+        "strategy": "fixed",
+        "case_index": 0,
+        "seed": 42,
+        "dtype": dtype,
+        "tolerance_policy": profile,
+        "device": ctx.device,
+        "versions": ctx.versions,
+        "purpose": "evaluation",
+        "layout": "contiguous",
+        "values": "native",
+    }
+    skip = cannot_run(ctx.loaded, ctx.device, dtype)
+    if skip:
+        return dict(row, outcome=skip.outcome, reason=skip.reason)
+    loaded, guard = ctx.loaded, ctx.guard
+    assert loaded.problem is not None and loaded.candidate is not None and loaded.schema is not None
+    sizes = loaded.schema.defaults()
+    row["sizes"] = json.dumps(sizes)
+    row["shapes"] = json.dumps([list(s) if s else None for s in input_shapes(loaded.problem, sizes)])
+    ref_ops, cand_ops = OpRecorder(), OpRecorder()
+    launches = Launches.count
+    last: list = []
+    problem = types.SimpleNamespace(
+        get_init_inputs=blaming_reference(loaded.problem.get_init_inputs),
+        get_inputs=blaming_reference(loaded.problem.get_inputs),
+        Model=blaming_reference(
+            lambda *init, m=loaded.problem.Model: Watched(m(*init), None, ref_ops, last)),
+    )
+    candidate = types.SimpleNamespace(
+        ModelNew=lambda *init, _new=loaded.candidate.ModelNew: Watched(
+            guard.call(_new, *init), guard, cand_ops, last)
+    )
+    start = time.perf_counter()
+    try:
+        result = kernelbench_check(problem, candidate, ctx.device, dtype, profile)
+    except ReferenceFailed as exc:
+        reason = f"problem {loaded.job['problem']['path']}: the reference failed at its own sizes: {exc}"
+        return dict(row, outcome="skipped", reason=reason[:500])
+    except BaseException as exc:  # noqa: BLE001
+        return verdict_of(exc, guard.findings, loaded.candidate_file, ctx.device).row(row, start)
+    guard.findings |= kernel_findings(
+        loaded.job["submission"]["language"], ref_ops.ops, cand_ops.ops, Launches.count - launches
+    )
+    trials = result["trials"]
+    diffs = [t.get("max_difference", float("nan")) for t in trials]
+    failed = [t for t in trials if not t["passed"]]
+    reason = (
+        "" if not failed else (failed[0].get("reason") or f"allclose failed in {len(failed)}/{len(trials)} trials")
+    )
+    return dict(
+        row,
+        outcome="pass" if result["verdict"] == "pass" else "mismatch",
+        reason=reason,
+        max_abs_err=max(diffs) if diffs else None,
+        atol=result["tolerance"],
+        rtol=result["tolerance"],
+        n_mismatch=len(failed),
+        n_elements=len(trials),
+        wall_ms=1e3 * (time.perf_counter() - start),
+    )
+
+
+class ReferenceFailed(Exception):
+    """The problem's own code (reference, input factory) failed in the fixed-shape check."""
+
+
+def blaming_reference(fn):
+    """`fn` (problem code), its failures re-raised as ReferenceFailed, so that they are never
+    taken for the candidate's."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ReferenceFailed:
+            raise
+        except Exception as exc:
+            raise ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
+
+    return call
+
+
+class Watched:
+    """A model as the fixed-shape check sees it: each call into candidate code goes through the
+    guard's checks, and the ops it runs are recorded. The check's own logic is untouched.
+
+    The reference's wrapper (no guard) keeps its last outputs in `last`, so that a candidate
+    that returns the reference's own output tensor (found in memory) is noticed."""
+
+    def __init__(self, model, guard: Guard | None, record: OpRecorder, last: list | None = None):
+        self._model, self._guard, self._record = model, guard, record
+        self._last = last if last is not None else []
+
+    def to(self, *args, **kwargs) -> Watched:
+        if self._guard is None:
+            self._model = self._model.to(*args, **kwargs)
+        else:
+            self._model = self._guard.call(lambda: self._model.to(*args, **kwargs))
+        return self
+
+    def __call__(self, *args, **kwargs):
+        if self._guard is None:
+            try:
+                with self._record:
+                    out = self._model(*args, **kwargs)
+            except Exception as exc:
+                raise ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
+            self._last[:] = flatten(out) or []
+            return out
+        guarded = digest(self._last)
+        out = self._guard.call(lambda: self._model(*args, **kwargs), record=self._record)
+        if digest(self._last) != guarded:
+            self._guard.found("tampers_reference", "the reference's output changed while the candidate ran")
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        self._guard.findings |= output_findings(outs, list(args))
+        self._guard.findings |= output_findings(outs, self._last, "reads_reference")
+        return out

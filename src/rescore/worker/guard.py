@@ -1,0 +1,141 @@
+"""The harness's defences around every call into candidate code: snapshots taken before the
+candidate loads (`integrity.py`), checked and restored after each call; the audit hook's findings
+(`confine.py`); threads and child processes left behind; a watch on the problem's own Model.forward.
+What a call did is kept as findings, with a short note of the first sight of each for the row's reason.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from rescore.model.findings import merge
+from rescore.worker import confine
+from rescore.worker.integrity import Harness, problem_snapshot
+from rescore.worker.job import Loaded
+from rescore.worker.phases import NO_PHASES, Phases
+from rescore.worker.usage import Launches, OpRecorder, holds_reference
+
+
+class Guard:
+    """Runs candidate code (`call`) and records what it did: findings of the current request, and
+    those of the submission's load, which every row of the submission carries."""
+
+    def __init__(self, loaded: Loaded, phases: Phases = NO_PHASES):
+        self.loaded = loaded
+        self.phases = phases
+        self.harness: Harness | None = None
+        self.audit: confine.Audit | None = None
+        self.threads: set[threading.Thread] = set()
+        self.load_findings: set[str] = set()
+        self.load_details: list[str] = []
+        self.findings: set[str] = set()
+        self.details: list[str] = []
+        self.restart = False
+
+    def arm(self, audit: confine.Audit | None = None) -> None:
+        """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
+        Called once in a worker, after the harness's own imports and before any candidate loads."""
+        Launches.install()
+        gc.collect()
+        gc.freeze()  # the harness's own objects are never garbage: collections then skip them
+        self.harness = Harness()
+        self.threads = set(threading.enumerate())
+        self.audit = audit
+        if audit is not None:
+            audit.armed = True
+
+    def call(self, fn: Callable[..., Any], *args: Any, record: OpRecorder | None = None) -> Any:
+        """Run candidate code, then undo and record what it did to the harness and the problem."""
+        with self.phases("call"):
+            problem = self.loaded.problem
+            snap = problem_snapshot(problem) if problem is not None else None
+            model, forward = self._watch_reference()
+            try:
+                if record is not None:
+                    with record:
+                        return fn(*args)
+                return fn(*args)
+            finally:
+                if model is not None and model.__dict__.get("forward") is not forward:
+                    if getattr(model.__dict__.get("forward"), "_rescore_watch", False):
+                        model.forward = forward
+                self.police(snap)
+
+    def _watch_reference(self):
+        """Wrap the problem's Model.forward for the length of a candidate call, so that a candidate
+        that runs the reference (imported, found in sys.modules, inherited) is noticed."""
+        model = getattr(self.loaded.problem, "Model", None)
+        forward = model.__dict__.get("forward") if isinstance(model, type) else None
+        if forward is None:
+            return None, None
+        guard = self
+
+        def watched(*args, **kwargs):
+            guard.found("uses_reference", "the problem's Model.forward ran inside the candidate's call")
+            return forward(*args, **kwargs)
+
+        watched._rescore_watch = True
+        model.forward = watched
+        return model, forward
+
+    def police(self, snap) -> None:
+        """Restore and record what the last call changed (`snap`: the problem's snapshot, or None)."""
+        with self.phases("police"):
+            if self.harness is not None:
+                changed = self.harness.restore()
+                if changed:
+                    self.found("patched_harness", "patched " + ", ".join(changed[:4]))
+            if snap is not None:
+                changed = snap.restore()
+                if changed:
+                    self.found("rebinds_problem", "re-bound " + ", ".join(changed[:4]))
+            if self.audit is not None:
+                seen, details = self.audit.drain()
+                self.findings |= seen
+                self.details += details
+                if confine.sweep_children():
+                    self.found("subprocess", "child processes were left running (killed)")
+                alive = [t for t in threading.enumerate() if t not in self.threads and t.is_alive()]
+                if alive:
+                    self.restart = True
+                    self.found("background_thread", f"{len(alive)} thread(s) left running (worker restarted)")
+            candidate, problem = self.loaded.candidate, self.loaded.problem
+            if candidate is not None and problem is not None:
+                self.findings |= holds_reference(candidate, problem)
+
+    def found(self, finding: str, detail: str) -> None:
+        """Record a finding, with what was seen the first time in this call (for the row's reason)."""
+        if finding not in self.findings and len(self.details) < 8:
+            self.details.append(detail[:200])
+        self.findings.add(finding)
+
+    def begin(self) -> None:
+        """A new request: no findings of its own yet."""
+        self.findings, self.details = set(), []
+
+    def forget_load_findings(self) -> None:
+        """A new submission: no findings of its load yet."""
+        self.load_findings, self.load_details = set(), []
+
+    def keep_load_findings(self) -> None:
+        """What the request so far found (the submission's load) is carried by every later row."""
+        self.load_findings, self.load_details = set(self.findings), list(self.details)
+
+    def with_findings(self, row: dict) -> dict:
+        """The row with the findings of its submission's load and of this call."""
+        found = merge(self.load_findings, self.findings)
+        if found:
+            row["findings"] = found
+            details = self.load_details + self.details
+            if details:
+                note = "; ".join(dict.fromkeys(details))[:400]
+                row["reason"] = f"{row['reason']} [{note}]" if row.get("reason") else f"[{note}]"
+        return row
+
+    def allow(self, path: str) -> None:
+        """Let the candidate write under `path` (a prebuilt extension's folder)."""
+        if self.audit is not None:
+            self.audit.allow(path)

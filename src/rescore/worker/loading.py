@@ -1,0 +1,131 @@
+"""Loading a job into the worker: the problem module and the schema it fuzzes, the candidate module
+(imported through the guard, as any call into candidate code), the prebuilt CUDA extension, and
+dropping the previous job's modules. Each failure becomes a verdict that every case of the job carries.
+"""
+
+from __future__ import annotations
+
+import gc
+import linecache
+import sys
+import types
+
+import torch
+
+from rescore.model.malformed import source_defect
+from rescore.model.records import module_int_names
+from rescore.model.schema import OpSchema
+from rescore.runtime.modules import load_module
+from rescore.worker.exceptions import Verdict
+from rescore.worker.guard import Guard
+from rescore.worker.job import Loaded
+from rescore.worker.prebuilt import activate, recorded_failure
+from rescore.worker.problem_schema import infer_schema, schema_from_spec
+from rescore.worker.usage import reference_findings
+
+
+def forget_previous() -> None:
+    """Drop the previous job's modules, so a worker that serves thousands stays small (the caller
+    has dropped its own references to them first)."""
+    for name in [n for n in sys.modules if n.startswith(("rescore_candidate_", "rescore_problem_"))]:
+        del sys.modules[name]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        InterpretedFunction.rewritten_fn.clear()
+    except (ImportError, AttributeError):  # pragma: no cover
+        pass
+    linecache.clearcache()
+    gc.collect()
+
+
+def load_problem(problem: dict) -> tuple[types.ModuleType, OpSchema]:
+    """The job's problem module and the schema it fuzzes: the explicit one where the job has one
+    (with the inferred input domains it does not name), else the one inferred from the module."""
+    defect = source_defect(problem["source"], problem["path"], "problem")
+    if defect:
+        raise ValueError(defect)
+    module = load_module(problem["source"], problem["path"], "problem")
+    sizes = module_int_names(problem["source"])
+    inferred = infer_schema(module, sizes)
+    if problem.get("schema"):
+        explicit = schema_from_spec(problem["schema"], sizes, module)
+        domains = dict(inferred.domains)
+        domains.update(explicit.domains)
+        schema = OpSchema(explicit.dims, explicit.reduction, domains, explicit.max_elements, False,
+                          explicit.family, explicit.linear)
+    else:
+        schema = inferred
+    check_problem(module)
+    return module, schema
+
+
+def check_problem(problem: types.ModuleType) -> None:
+    """Raise a clear error when the problem's factories do not return lists of inputs."""
+    for name in ("get_init_inputs", "get_inputs"):
+        fn = getattr(problem, name, None)
+        if not callable(fn):
+            raise TypeError(f"{name} is missing or not a function")
+        torch.manual_seed(0)
+        got = fn()
+        if not isinstance(got, (list, tuple)):
+            raise TypeError(f"{name}() returned {type(got).__name__}, not a list of inputs")
+
+
+def load_candidate(guard: Guard, sub: dict) -> tuple[types.ModuleType | None, Verdict | None]:
+    """The candidate module, imported through the guard; or None and why it could not be loaded."""
+    try:
+        defect = source_defect(sub["source"], sub["path"])
+        if defect:
+            raise ImportError(defect)
+        candidate = guard.call(load_module, sub["source"], sub["path"], "candidate")
+        new = getattr(candidate, "ModelNew", None)
+        if new is None:
+            raise AttributeError(f"{sub['path']} defines no ModelNew")
+        if not callable(new):
+            raise TypeError(f"{sub['path']}: ModelNew is a {type(new).__name__}, not a class")
+        guard.findings |= reference_findings(candidate, guard.loaded.problem)
+        return candidate, None
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            guard.findings.add("exits")
+            return None, Verdict("crash", f"{type(exc).__name__} raised while importing the submission")
+        if isinstance(exc, PermissionError) and "rescore sandbox" in str(exc):
+            return None, Verdict("crash", f"{type(exc).__name__}: {exc}"[:500])
+        return None, Verdict("compile_error", f"{type(exc).__name__}: {exc}"[:500])
+
+
+def use_prebuild(source: str, guard: Guard) -> str | None:
+    """Point torch's JIT build at the prebuilt folder of this source (`prebuilt.py`); returns the
+    recorded compiler error when the prebuild already failed on it."""
+    failed = recorded_failure(source)
+    if failed:
+        return failed
+    folder = activate(source)
+    guard.allow(str(folder))
+    return None
+
+
+def schema_dict(schema: OpSchema | None) -> dict:
+    """The schema a job fuzzes, as plain data (the answer to a load)."""
+    if schema is None:
+        return {}
+    return {
+        "dims": [[d.name, d.default, d.lo, d.hi] for d in schema.dims],
+        "reduction": list(schema.reduction),
+        "inferred": schema.inferred,
+    }
+
+
+def cannot_run(loaded: Loaded, device: str, dtype: str) -> Verdict | None:
+    """Why no case of the loaded job runs at `dtype` on `device`, or None when it can."""
+    if loaded.load_error is not None:
+        return loaded.load_error
+    sub = loaded.job["submission"]
+    if dtype == "bfloat16" and device == "cpu" and sub["language"] == "triton":
+        return Verdict(
+            "skipped",
+            "bfloat16 under the Triton interpreter is stored as raw 16-bit integers;"
+            " results would be wrong: run on a GPU",
+        )
+    return None

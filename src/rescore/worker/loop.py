@@ -1,0 +1,81 @@
+"""The worker's request loop: receive requests over the harness's pipe (`protocol.py`), run each on
+the executor, answer each with a plain row; and the NaN fill of fresh memory set up before any of it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+from rescore.worker import confine, protocol
+from rescore.worker.exceptions import NeedsRestart
+from rescore.worker.executor import Executor
+
+
+def poison_fresh_memory() -> None:
+    """Make every fresh allocation NaN (integers: their max), so that output a kernel never wrote is
+    caught, and caught the same way on every run (garbage would make replays disagree)."""
+    import warnings
+
+    from torch.utils import deterministic
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    deterministic.fill_uninitialized_memory = True
+    warnings.filterwarnings("ignore", message=".*deterministic.*")
+
+
+def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None) -> None:  # pragma: no cover
+    """The worker: receive jobs and cases over `conn`, answer each with a row.
+
+    Requests arrive as (token, message); each answer carries its request's token, so a message that
+    the candidate writes into the result channel itself is recognised by the parent as forged."""
+    os.environ["RESCORE_WORKER"] = "1"
+    poison_fresh_memory()
+    executor = Executor(device, budget)
+    executor.arm(audit)
+    while True:
+        try:
+            packet = conn.recv()
+        except EOFError:
+            return
+        token, wire = packet if len(packet) == 2 and isinstance(packet[0], bytes) else (None, packet)
+        if wire[0] == protocol.Kind.STOP:
+            return
+        confine.refresh_cpu_limit()
+        status = protocol.Status.OK
+        try:
+            match protocol.decode(wire):
+                case protocol.Load(job):
+                    result = executor.load(job)
+                case protocol.Fixed(profile, dtype):
+                    result = executor.run_fixed(profile, dtype)
+                case protocol.Case(strategy, seed, dtype, override):
+                    result = executor.run_case(strategy, seed, dtype, override)
+                case protocol.Time(dtype, warmup, repeats, budget_s, host_clock, flush_bytes):
+                    result = executor.run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes)
+        except protocol.UnknownMessage as exc:
+            result = {"outcome": "crash", "reason": str(exc)}
+        except NeedsRestart as exc:
+            status, result = protocol.Status.RESTART, {"outcome": "crash", "reason": str(exc)}
+        except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
+            result = {"outcome": "crash", "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
+        executor.guard.police(None)  # whatever ran last, the answer is sent by an intact harness
+        if executor.guard.restart:
+            status = protocol.Status.RESTART
+        result = protocol.plain(result)
+        result[protocol.RSS_KEY] = _rss()
+        conn.send((token, status.value, result) if token is not None else (status.value, result))
+        sys.stdout.flush()
+        if status == protocol.Status.RESTART:
+            return
+
+
+def _rss() -> int:
+    """Resident memory of this process now, in bytes."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0

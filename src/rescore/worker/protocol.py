@@ -1,0 +1,148 @@
+"""The messages between the parent (`engine/sandbox.py`) and a worker process: typed on both sides,
+plain tuples of builtins on the pipe (no class crosses it by name, so a worker never unpickles
+anything of the parent's but builtins, and the other way round).
+
+The only worker module the parent imports (the `worker` contract of `.importlinter`).
+
+    Load(job)                   -> ("load", job)
+    Fixed(profile, dtype)       -> ("fixed", profile, dtype)
+    Case(strategy, seed, ...)   -> ("case", {"strategy", "seed", "dtype", "override"})
+    Time(dtype, warmup, ...)    -> ("time", {"dtype", "warmup", "repeats", "budget_s", "host_clock", "flush_bytes"})
+    Stop()                      -> ("stop",)
+
+A request travels as (token, wire); its answer as (token, status, row), `status` a `Status` value
+and `row` a plain dict holding the worker's resident memory under RSS_KEY.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+from rescore.model.records import Submission, cuda_only
+
+
+class Kind(str, Enum):
+    """The first element of a wire tuple: which request it is."""
+
+    LOAD = "load"
+    FIXED = "fixed"
+    CASE = "case"
+    TIME = "time"
+    STOP = "stop"
+
+
+@dataclass(frozen=True)
+class Load:
+    """Load a problem and a candidate (`job_of`); every later request runs on them."""
+
+    job: dict
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """The benchmark's own fixed-shape check, under one tolerance profile."""
+
+    profile: str
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One fuzz case: a strategy's draw at `seed`, or exactly the inputs an `override` (a trigger) names."""
+
+    strategy: str
+    seed: int
+    dtype: str
+    override: dict | None = None
+
+
+@dataclass(frozen=True)
+class Time:
+    """A row of the timing table (`worker/timing.py`)."""
+
+    dtype: str
+    warmup: int
+    repeats: int
+    budget_s: float
+    host_clock: bool = False
+    flush_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Stop:
+    """End the worker."""
+
+
+Request = Load | Fixed | Case | Time | Stop
+
+
+class Status(str, Enum):
+    """How a worker answers: `restart` when its process can no longer be trusted after this request."""
+
+    OK = "ok"
+    RESTART = "restart"
+
+
+RSS_KEY = "_rss"  # the worker's resident memory in bytes, in every answer (taken out by the parent)
+
+
+class UnknownMessage(ValueError):
+    """A wire tuple whose first element names no request."""
+
+
+def encode(msg: Request) -> tuple:
+    """The wire tuple of a request."""
+    if isinstance(msg, Load):
+        return (Kind.LOAD.value, msg.job)
+    if isinstance(msg, Fixed):
+        return (Kind.FIXED.value, msg.profile, msg.dtype)
+    if isinstance(msg, Case):
+        return (Kind.CASE.value, asdict(msg))
+    if isinstance(msg, Time):
+        return (Kind.TIME.value, asdict(msg))
+    if isinstance(msg, Stop):
+        return (Kind.STOP.value,)
+    raise TypeError(f"not a worker request: {msg!r}")
+
+
+def decode(wire: tuple) -> Request:
+    """The request a wire tuple holds; UnknownMessage for an unknown kind."""
+    kind = wire[0]
+    if kind == Kind.LOAD:
+        return Load(wire[1])
+    if kind == Kind.FIXED:
+        return Fixed(*wire[1:])
+    if kind == Kind.CASE:
+        return Case(**wire[1])
+    if kind == Kind.TIME:
+        return Time(**wire[1])
+    if kind == Kind.STOP:
+        return Stop()
+    raise UnknownMessage(f"unknown message {kind!r}")
+
+
+def job_of(sub: Submission) -> dict:
+    """What a worker needs to load a submission: sources, paths and the problem's schema."""
+    p = sub.problem
+    return {
+        "problem": {
+            "problem_id": p.problem_id,
+            "source": p.source,
+            "path": p.path,
+            "schema": p.schema,
+            "tolerance": p.tolerance,
+        },
+        "submission": {
+            "name": sub.name,
+            "source": sub.source,
+            "path": sub.path,
+            "language": sub.language,
+            "cuda_only": cuda_only(sub.source),
+        },
+    }
+
+
+def plain(row: dict) -> dict:
+    """`row` with every Enum member replaced by its value, so that only builtins cross the pipe."""
+    return {k: v.value if isinstance(v, Enum) else v for k, v in row.items()}
