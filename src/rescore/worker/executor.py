@@ -37,7 +37,8 @@ from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
 from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
 from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
-from rescore.worker import confine, timing
+from rescore.worker import confine, experiments, timing
+from rescore.worker.experiments import NUMERICS_FLAGS, Cause, Confirmed
 from rescore.worker.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
 from rescore.worker.transfers import to_device, to_host
 from rescore.worker.usage import (
@@ -89,6 +90,30 @@ class Verdict:
         """`row` completed as a failed call that began at perf_counter() `start`."""
         extra = {"diagnosis": self.diagnosis} if self.diagnosis else {}
         return dict(row, outcome=self.outcome, reason=self.reason, wall_ms=1e3 * (time.perf_counter() - start), **extra)
+
+
+# The outcomes a cause is looked for, and the benchmark's own dtype (the fixed check's).
+EXPLAINED = frozenset({"mismatch", "nonfinite", "bad_output", "mutated_input", "crash", "declined"})
+BENCHMARK_DTYPE = "float32"
+
+
+@dataclass
+class CaseTrace:
+    """What a judged case ran, kept until the next case for the experiments that explain it."""
+
+    spec: CaseSpec
+    model: object
+    out: object
+    lowp_inputs: list
+    decoy: list | None
+    init: list
+    tdtype: torch.dtype
+    wseed: int
+    truths: list
+    lowps: list | None
+    structural: list | None
+    terms: list | None
+    reduction_len: int
 
 
 def versions(device: str) -> str:
@@ -251,6 +276,10 @@ class Executor:
         self.details: list[str] = []
         self.restart = False
         self.cases_run = 0  # fuzz cases of the loaded job run in this process (paces the CPU's decoy calls)
+        self.changed_numerics: set[str] = set()  # numerics flags the candidate set in this case's calls
+        self.trace: CaseTrace | None = None  # what the last judged case ran, for its experiments
+        self.explained: dict[tuple, Confirmed | None] = {}  # experiments' answers for the loaded job
+        self.explaining = False  # inside an experiment: no experiments of its own
 
     # -- the harness's defences ------------------------------------------------------------------
     def arm(self, audit: confine.Audit | None = None) -> None:
@@ -300,6 +329,7 @@ class Executor:
     def _police(self, snap) -> None:
         if self.harness is not None:
             changed = self.harness.restore()
+            self.changed_numerics.update(c for c in changed if c in NUMERICS_FLAGS)
             if changed:
                 self._found("patched_harness", "patched " + ", ".join(changed[:4]))
         if snap is not None:
@@ -327,6 +357,7 @@ class Executor:
 
     def _begin(self) -> None:
         self.findings, self.details = set(), []
+        self.changed_numerics = set()
 
     def _with_findings(self, row: dict) -> dict:
         """The row with the findings of its submission's load and of this call."""
@@ -359,6 +390,7 @@ class Executor:
         self._forget_previous()
         self.job = job
         self.cases_run = 0
+        self.explained, self.trace = {}, None
         self.host_truth_work = self.learned_truth_work.get(job["problem"].get("problem_id"), HOST_TRUTH_WORK)
         self.load_error = None
         self.load_findings, self.load_details = set(), []
@@ -721,7 +753,7 @@ class Executor:
             spec = self.draw(strategy, attempt_seed, dtype, override)
             row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
             try:
-                return self._run_spec(spec, row, repeat, decoy=decoy)
+                return self._explain(spec, self._run_spec(spec, row, repeat, decoy=decoy), override)
             except _ReferenceRejects as rejected:
                 if override:
                     return dict(row, outcome="skipped", reason=f"the float64 reference rejects this input: {rejected}")
@@ -731,7 +763,7 @@ class Executor:
             spec = self._held_draw(strategy, sub_seed(seed, f"held{attempt}"), dtype)
             row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
             try:
-                return self._run_spec(spec, row, repeat, decoy=decoy)
+                return self._explain(spec, self._run_spec(spec, row, repeat, decoy=decoy), override)
             except _ReferenceRejects as rejected:
                 last = str(rejected)
         where = self.job["problem"]["path"]
@@ -905,6 +937,7 @@ class Executor:
         An explicit trigger (`override`) runs exactly as written, without the decoy call."""
         assert self.problem is not None and self.candidate is not None and self.schema is not None
         device, tdtype = self.device, torch_dtype(spec.dtype)
+        self.trace = None
         inputs64, init = self.make_inputs(spec)
         row["shapes"] = json.dumps([list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs64])
         row["inputs_hash"] = inputs_hash(inputs64)
@@ -975,7 +1008,200 @@ class Executor:
                 self.findings |= output_findings(_flatten(again) or [], truths + (lowps or []), "reads_reference")
                 verdict = self._judge_rerun(out, again, truths, lowps, tdtype, spec, row["reduction_len"], verdict,
                                             structural, terms)
+        self.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
+                               structural, terms, row["reduction_len"])
+        if verdict["outcome"] == "pass":
+            aliased = self._probe_aliasing(spec.dtype)
+            if aliased is not None:
+                verdict = dict(verdict, outcome="bad_output", reason=aliased.evidence, **aliased.columns())
         return dict(row, **verdict)
+
+    # -- experiments that confirm a failure's cause (worker/experiments.py) ----------------------
+    def _explain(self, spec: CaseSpec, row: dict, override: dict | None) -> dict:
+        """The failed row with the cause an experiment confirmed (`cause`, `cause_evidence`)."""
+        if self.explaining or row.get("cause") or row.get("outcome") not in EXPLAINED:
+            return row
+        saved = (self.findings, self.details, self.changed_numerics, self.trace)
+        self.explaining = True
+        try:
+            found = self._confirm(spec, row, override)
+        except NeedsRestart:
+            self.restart = True
+            found = None
+        finally:
+            self.explaining = False
+            self.findings, self.details, self.changed_numerics, self.trace = saved
+        return dict(row, **found.columns()) if found is not None else row
+
+    def _confirm(self, spec: CaseSpec, row: dict, override: dict | None) -> Confirmed | None:
+        """The first cause an experiment confirms, cheapest first."""
+        if row["outcome"] == "mutated_input":
+            return Confirmed(Cause.INPUT_MUTATION, f"{row.get('reason', '')}: the inputs' bytes after the call "
+                             "differ from a copy taken before it")
+        if row.get("diagnosis") == "out_of_bounds":
+            return Confirmed(Cause.OUT_OF_BOUNDS, ((row.get("reason") or "").splitlines() or [""])[0])
+        trace = self.trace
+        if trace is not None and row["outcome"] in ("mismatch", "nonfinite", "bad_output"):
+            changed = set(self.changed_numerics)
+            for experiment in (self._reused_result, lambda t, r: self._held_numerics(t, r, changed),
+                               self._serialised_streams):
+                found = self._attempt(experiment, trace, row)
+                if found is not None:
+                    return found
+        if override:
+            return None
+        return self._specialised(spec, row)
+
+    def _attempt(self, experiment, trace: CaseTrace, row: dict) -> Confirmed | None:
+        """One experiment; one that raises confirms nothing (a broken CUDA context restarts the worker)."""
+        try:
+            return experiment(trace, row)
+        except _ReferenceRejects:
+            return None
+        except Exception as exc:  # noqa: BLE001 - the candidate's code runs again: anything can happen
+            if _is_cuda_failure(exc) and not cuda_context_usable():
+                raise NeedsRestart(str(exc)) from exc
+            return None
+
+    def _again(self, trace: CaseTrace, context, check=None):
+        """The case's model once more on fresh copies of its inputs, inside `context()` for the length
+        of the call only (undone before the harness checks the call); (output, what the context saw,
+        `check()` read inside it)."""
+        seen: dict = {}
+
+        def run(*args):
+            with context() as watched:
+                seen["watched"] = watched
+                out = trace.model(*args)
+                seen["check"] = check() if check is not None else None
+                return out
+
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        with torch.no_grad():
+            out = self._call(run, *self._candidate_inputs(trace.lowp_inputs, trace.spec.layout))
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return out, seen.get("watched"), seen.get("check")
+
+    def _judge_again(self, trace: CaseTrace, out) -> dict:
+        return self._judge(out, trace.truths, trace.lowps, [], [], trace.tdtype, trace.spec, trace.reduction_len,
+                           trace.structural, trace.terms)
+
+    def _reused_result(self, trace: CaseTrace, row: dict) -> Confirmed | None:
+        """result_reuse / stale_graph: the output is right for the values of an earlier call on the
+        same tensors (the decoy call), not for this call's."""
+        if trace.decoy is None:
+            return None
+        decoy64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                   for x in trace.decoy]
+        truths, lowps = self._reference(decoy64, trace.init, trace.tdtype, trace.wseed, trace.decoy)
+        earlier = self._judge(trace.out, truths, lowps, [], [], trace.tdtype, trace.spec, trace.reduction_len)
+        if earlier["outcome"] != "pass":
+            return None
+        cause, graphs = Cause.RESULT_REUSE, ""
+        if self.device == "cuda":
+            _, replays, _ = self._again(trace, experiments.counted_graph_replays)
+            if replays.count:
+                cause = Cause.STALE_GRAPH
+                graphs = f"; a call on fresh tensors replayed a captured CUDA graph {replays.count} time(s)"
+        return Confirmed(cause, f"the output is the answer for the values of the earlier call on the same tensors "
+                                f"({experiments.summary(earlier)} against that call's reference, "
+                                f"{experiments.summary(row)} against this call's){graphs}")
+
+    def _held_numerics(self, trace: CaseTrace, row: dict, changed: set[str]) -> Confirmed | None:
+        """precision_downgrade: with the global numerics flags the candidate set held at the
+        reference's, the same inputs pass."""
+        if not changed:
+            return None
+        before = experiments.numerics_state()
+        out, pin, after = self._again(trace, experiments.pinned_numerics, experiments.numerics_state)
+        if after != before:
+            return None  # the flags moved all the same: the experiment isolates nothing
+        again = self._judge_again(trace, out)
+        if again["outcome"] != "pass":
+            return None
+        dropped = ", ".join(dict.fromkeys(pin.dropped)) or "none during the call"
+        return Confirmed(Cause.PRECISION_DOWNGRADE,
+                         f"the candidate changed {', '.join(sorted(changed))}; with those flags held at the "
+                         f"reference's the same inputs pass ({experiments.summary(again)}; "
+                         f"was {experiments.summary(row)}; writes dropped: {dropped})")
+
+    def _serialised_streams(self, trace: CaseTrace, row: dict) -> Confirmed | None:
+        """unsynchronized_stream: with every stream switch dropped (the candidate's work in order on
+        the caller's stream), the same inputs pass, twice."""
+        if self.device != "cuda":
+            return None
+        results = []
+        for _ in range(2):
+            out, streams, _ = self._again(trace, experiments.serialised_streams)
+            if not streams.switches:
+                return None
+            results.append(self._judge_again(trace, out))
+        if any(r["outcome"] != "pass" for r in results):
+            return None
+        return Confirmed(Cause.UNSYNCHRONIZED_STREAM,
+                         f"the candidate switched streams {streams.switches} time(s) in its call; with the switches "
+                         f"dropped (its work in order on the caller's stream) the same inputs pass twice "
+                         f"({experiments.summary(results[-1])}; was {experiments.summary(row)})")
+
+    def _specialised(self, spec: CaseSpec, row: dict) -> Confirmed | None:
+        """dtype_specialised / shape_specialised: the same strategy and seed pass at the benchmark's
+        dtype (float32) or at the benchmark's sizes. Asked once per strategy and dtype
+        of the loaded job, on its first failing case: the answer is about the kernel, not the seed."""
+        assert self.schema is not None
+        asks = []
+        if spec.dtype != BENCHMARK_DTYPE:
+            asks.append((("dtype", spec.strategy, spec.dtype), {"sizes": spec.sizes, "dtype": BENCHMARK_DTYPE},
+                         Cause.DTYPE_SPECIALISED, f"at {BENCHMARK_DTYPE}, the benchmark's dtype"))
+        bench = dict(self.schema.defaults())
+        if spec.sizes != bench:
+            asks.append((("sizes", spec.strategy, spec.dtype),
+                         {"sizes": bench, "dtype": spec.dtype}, Cause.SHAPE_SPECIALISED,
+                         f"at the benchmark's sizes {json.dumps(bench)}"))
+        for key, change, cause, where in asks:
+            if key not in self.explained:
+                trigger = dict(change, values=spec.values, layout=spec.layout)
+                other = self._run_case(spec.strategy, spec.seed, spec.dtype, trigger, 1)
+                self.explained[key] = (
+                    Confirmed(cause, f"the first failing {spec.strategy} case at {spec.dtype} ({row['outcome']}: "
+                                     f"seed {spec.seed}, sizes {json.dumps(spec.sizes)}, {spec.values} values, "
+                                     f"{spec.layout}) passes {where}")
+                    if other.get("outcome") == "pass" else None
+                )
+            if self.explained[key] is not None:
+                return self.explained[key]
+        return None
+
+    def _probe_aliasing(self, dtype: str) -> Confirmed | None:
+        """output_aliasing, asked once per dtype of the loaded job on its first passing case: call the
+        candidate again on other values and see whether the output this case returned changes."""
+        key = ("aliasing", dtype)
+        trace = self.trace
+        if self.explaining or trace is None or key in self.explained:
+            return None
+        self.explained[key] = None
+        outs = _flatten(trace.out) or []
+        held = _snapshot(outs)
+        saved = (self.findings, self.details, self.changed_numerics)
+        try:
+            other = self._decoy_values(trace.spec, trace.tdtype, "aliasing probe")
+            with torch.no_grad():
+                self._call(trace.model, *self._candidate_inputs(other, trace.spec.layout))
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - a probe that fails tells nothing about aliasing
+            return None
+        finally:
+            self.findings, self.details, self.changed_numerics = saved
+        changed = [i for i, (x, x0) in enumerate(zip(outs, held)) if not _same(x, x0)]
+        if not changed:
+            return None
+        self.explained[key] = Confirmed(
+            Cause.OUTPUT_ALIASING,
+            f"a later call on other values overwrote output {changed[0]} that this call returned "
+            f"(the same memory handed out again): a caller holding a result sees it change")
+        return self.explained[key]
 
     def _rerun(self, model, lowp_inputs: list, layout: str):
         """The candidate once more on fresh copies of the same inputs (fresh outputs are NaN-filled)."""
