@@ -55,6 +55,16 @@ def test_a_pointer_keyed_cache_is_result_reuse(worker):
     assert "earlier call on the same tensors" in row["cause_evidence"]
 
 
+def test_a_second_call_answering_for_the_first_is_result_reuse(worker):
+    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60)
+    rows = run_submission(submission("problem_scale.py", "scale_stale_input.py"), cfg, worker, fixed=False)
+    first, second = [r for r in rows if r["oracle"] == "fuzz"]
+    assert first["outcome"] == "mismatch" and first["cause"] == "result_reuse", first
+    assert first["reason"].startswith("a second call on fresh tensors of the same shape with other values "
+                                      "returned the first call's answer"), first["reason"]
+    assert second["outcome"] == "pass" and not second.get("cause")  # asked once per dtype of a load
+
+
 def test_an_input_written_is_input_mutation(worker):
     rows = run_submission(toy_submission("problem_scale.py", "mutates.py", dtypes=("float32",)),
                           RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60), worker, fixed=False)

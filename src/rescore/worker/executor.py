@@ -6,6 +6,7 @@ Nothing here talks to the results: the worker sends plain dicts back to the pare
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import hashlib
@@ -1011,9 +1012,7 @@ class Executor:
         self.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
                                structural, terms, row["reduction_len"])
         if verdict["outcome"] == "pass":
-            aliased = self._probe_aliasing(spec.dtype)
-            if aliased is not None:
-                verdict = dict(verdict, outcome="bad_output", reason=aliased.evidence, **aliased.columns())
+            verdict = self._second_call(spec.dtype) or verdict
         return dict(row, **verdict)
 
     # -- experiments that confirm a failure's cause (worker/experiments.py) ----------------------
@@ -1063,10 +1062,10 @@ class Executor:
                 raise NeedsRestart(str(exc)) from exc
             return None
 
-    def _again(self, trace: CaseTrace, context, check=None):
-        """The case's model once more on fresh copies of its inputs, inside `context()` for the length
-        of the call only (undone before the harness checks the call); (output, what the context saw,
-        `check()` read inside it)."""
+    def _again(self, trace: CaseTrace, context, check=None, values: list | None = None):
+        """The case's model once more on fresh copies of its inputs (or of `values`), inside
+        `context()` for the length of the call only (undone before the harness checks the call);
+        (output, what the context saw, `check()` read inside it)."""
         seen: dict = {}
 
         def run(*args):
@@ -1079,7 +1078,8 @@ class Executor:
         if self.device == "cuda":
             torch.cuda.synchronize()
         with torch.no_grad():
-            out = self._call(run, *self._candidate_inputs(trace.lowp_inputs, trace.spec.layout))
+            out = self._call(run, *self._candidate_inputs(
+                trace.lowp_inputs if values is None else values, trace.spec.layout))
         if self.device == "cuda":
             torch.cuda.synchronize()
         return out, seen.get("watched"), seen.get("check")
@@ -1173,10 +1173,14 @@ class Executor:
                 return self.explained[key]
         return None
 
-    def _probe_aliasing(self, dtype: str) -> Confirmed | None:
-        """output_aliasing, asked once per dtype of the loaded job on its first passing case: call the
-        candidate again on other values and see whether the output this case returned changes."""
-        key = ("aliasing", dtype)
+    def _second_call(self, dtype: str) -> dict | None:
+        """output_aliasing / result_reuse / stale_graph, asked once per dtype of the loaded job on its
+        first passing case: the candidate is called again on fresh tensors of the same shape holding
+        other values. The output the first call returned must not change, and the second call's must
+        pass against its own float64 truth; a second answer that is the first call's is a reused
+        result (a stale graph when the call replayed a captured CUDA graph). Returns the verdict
+        columns that flag the case, or None."""
+        key = ("second call", dtype)
         trace = self.trace
         if self.explaining or trace is None or key in self.explained:
             return None
@@ -1184,24 +1188,47 @@ class Executor:
         outs = _flatten(trace.out) or []
         held = _snapshot(outs)
         saved = (self.findings, self.details, self.changed_numerics)
+        self.explaining = True
         try:
-            other = self._decoy_values(trace.spec, trace.tdtype, "aliasing probe")
-            with torch.no_grad():
-                self._call(trace.model, *self._candidate_inputs(other, trace.spec.layout))
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-        except Exception:  # noqa: BLE001 - a probe that fails tells nothing about aliasing
+            other = self._decoy_values(trace.spec, trace.tdtype, "second call")
+            counter = experiments.counted_graph_replays if self.device == "cuda" else contextlib.nullcontext
+            out2, replays, _ = self._again(trace, counter, values=other)
+            changed = [i for i, (x, x0) in enumerate(zip(outs, held)) if not _same(x, x0)]
+            if changed:
+                found = Confirmed(Cause.OUTPUT_ALIASING,
+                                  f"a later call on other values overwrote output {changed[0]} that this call "
+                                  f"returned (the same memory handed out again): a caller holding a result sees "
+                                  f"it change")
+                return {"outcome": "bad_output", "reason": found.evidence, **found.columns()}
+            other64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                       for x in other]
+            truths, lowps = self._reference(other64, trace.init, trace.tdtype, trace.wseed, other)
+            second = self._judge(out2, truths, lowps, [], [], trace.tdtype, trace.spec, trace.reduction_len,
+                                 self._structural_truths(other64, truths), self._term_sizes(other64, truths))
+            if second["outcome"] == "pass":
+                return None
+            first = self._judge(out2, trace.truths, trace.lowps, [], [], trace.tdtype, trace.spec,
+                                trace.reduction_len, trace.structural, trace.terms)
+            verdict = {k: v for k, v in second.items() if k != "reason"}
+            if first["outcome"] == "pass":
+                graphs = getattr(replays, "count", 0)
+                cause = Cause.STALE_GRAPH if graphs else Cause.RESULT_REUSE
+                how = f", replaying a captured CUDA graph {graphs} time(s)" if graphs else ""
+                found = Confirmed(cause, f"a second call on fresh tensors of the same shape with other values "
+                                         f"returned the first call's answer{how}")
+                verdict.update(found.columns())
+                return dict(verdict, reason=f"{found.evidence}:\n{second.get('reason', '')}"[:1000])
+            return dict(verdict, reason=f"a second call on fresh tensors of the same shape with other values "
+                                        f"fails:\n{second.get('reason', '')}"[:1000])
+        except _ReferenceRejects:
+            return None
+        except Exception as exc:  # noqa: BLE001 - a probe that fails tells nothing
+            if _is_cuda_failure(exc) and not cuda_context_usable():
+                self.restart = True
             return None
         finally:
+            self.explaining = False
             self.findings, self.details, self.changed_numerics = saved
-        changed = [i for i, (x, x0) in enumerate(zip(outs, held)) if not _same(x, x0)]
-        if not changed:
-            return None
-        self.explained[key] = Confirmed(
-            Cause.OUTPUT_ALIASING,
-            f"a later call on other values overwrote output {changed[0]} that this call returned "
-            f"(the same memory handed out again): a caller holding a result sees it change")
-        return self.explained[key]
 
     def _rerun(self, model, lowp_inputs: list, layout: str):
         """The candidate once more on fresh copies of the same inputs (fresh outputs are NaN-filled)."""
