@@ -12,7 +12,7 @@ all: $(BIN)/rescore
 	$(BIN)/rescore progress -- $(BIN)/snakemake --cores $(CORES) all
 
 test: $(BIN)/rescore
-	$(BIN)/ruff check src tests workflow/scripts bench
+	$(BIN)/ruff check src tests workflow/scripts bench tools scripts
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
@@ -25,7 +25,7 @@ $(BIN)/rescore: requirements/cpu.txt requirements/common.txt pyproject.toml
 	touch $(BIN)/rescore
 
 lint: $(BIN)/rescore
-	$(BIN)/ruff check src tests workflow/scripts bench
+	$(BIN)/ruff check src tests workflow/scripts bench tools scripts
 	$(BIN)/lint-imports
 	$(BIN)/snakemake --lint
 

@@ -8,6 +8,7 @@ include: "workflow/rules/study.smk"
 include: "workflow/rules/static.smk"
 include: "workflow/rules/papers.smk"
 include: "workflow/rules/timing.smk"
+include: "workflow/rules/sanitize.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 

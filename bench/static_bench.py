@@ -16,12 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 FIXTURES = ROOT / "tests" / "fixtures" / "static"
 
@@ -112,10 +110,10 @@ def _live_kernels(entry: dict) -> list[dict]:
     import torch
     from triton.runtime.jit import JITFunction
 
-    from rescore.static.loading import load_module
+    from rescore.runtime.modules import load_file
 
-    problem = load_module(entry["problem_path"], "problem")
-    sub = load_module(entry["path"], "submission")
+    problem = load_file(entry["problem_path"], "problem")
+    sub = load_file(entry["path"], "submission")
     torch.manual_seed(0)
     model = sub.ModelNew(*problem.get_init_inputs()).cuda()
     inputs = [x.float().cuda() if x.is_floating_point() else x.cuda() for x in problem.get_inputs()]

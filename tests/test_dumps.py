@@ -21,7 +21,8 @@ from rescore.engine.runner import RunConfig, run_submission
 from rescore.ingest import ADAPTERS, read_dump
 from rescore.ingest.annotations import AnnotationError
 from rescore.ingest.common import ingest_error
-from rescore.model.records import cuda_only, load_module
+from rescore.model.records import cuda_only
+from rescore.runtime.modules import load_module
 
 FIX = REPO / "tests" / "fixtures" / "dumps"
 KB = {"format": "kernelbench", "path": str(FIX / "kernelbench")}
@@ -578,7 +579,8 @@ def test_cuda_prebuild_without_a_gpu_marks_every_cuda_submission_skipped(tmp_pat
 
 
 def test_extension_folders_are_per_source_so_equal_names_never_collide(tmp_path, monkeypatch):
-    from rescore.engine.cuda_build import activate, extensions_dir
+    from rescore.runtime.extensions import extensions_dir
+    from rescore.worker.prebuilt import activate
 
     a = 'load_inline(name="ext", cpp_sources="int f() { return 1; }")'
     b = 'load_inline(name="ext", cpp_sources="int f() { return 2; }")'
@@ -600,7 +602,8 @@ def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_buil
     and flags; `verbose` aside) and builds anything else, as torch would."""
     from torch.utils import cpp_extension
 
-    from rescore.engine import cuda_build
+    from rescore.runtime import extensions
+    from rescore.worker import prebuilt
 
     built, imported = [], []
 
@@ -612,18 +615,18 @@ def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_buil
     monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
     monkeypatch.setattr(cpp_extension, "_import_module_from_library",
                         lambda module, path, is_python: imported.append((module, path, is_python)) or "prebuilt")
-    monkeypatch.setattr(cuda_build, "_ACTIVE", None)
+    monkeypatch.setattr(prebuilt.PrebuiltState, "active", None)
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "before"))
     source = "a CUDA submission's source"
-    library = cuda_build.extensions_dir(source, tmp_path) / "ext"
+    library = extensions.extensions_dir(source, tmp_path) / "ext"
     library.mkdir(parents=True)
     (library / "ext.so").write_bytes(b"")
     call = (("ext", "int f();"), {"cuda_sources": "__global__ void k() {}"})
-    record = {"ok": True, "key": cuda_build.build_key(), "extensions": ["ext"],
-              "calls": [["ext", cuda_build.call_fingerprint(fake_load_inline, *call), "ext"]]}
-    (library.parent / cuda_build.MARKER).write_text(json.dumps(record))
+    record = {"ok": True, "key": extensions.build_key(), "extensions": ["ext"],
+              "calls": [["ext", extensions.call_fingerprint(fake_load_inline, *call), "ext"]]}
+    (library.parent / extensions.MARKER).write_text(json.dumps(record))
 
-    cuda_build.activate(source, tmp_path)
+    prebuilt.activate(source, tmp_path)
     assert cpp_extension.load_inline(*call[0], verbose=True, **call[1]) == "prebuilt"
     assert built == [] and imported == [("ext", str(library), True)]
     assert cpp_extension.load_inline("ext", "int g();", cuda_sources="__global__ void k() {}") == "built"
@@ -637,8 +640,10 @@ def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_buil
 @pytest.mark.skipif(shutil.which("ninja") is None and shutil.which("c++") is None, reason="needs ninja and c++")
 def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     """A C++-only load_inline stands in for CUDA (no GPU here): the build machinery is the same."""
-    from rescore.engine.cuda_build import extensions_dir, prebuild, recorded_failure
+    from rescore.engine.cuda_build import prebuild
     from rescore.model.records import Problem, Submission
+    from rescore.runtime.extensions import extensions_dir
+    from rescore.worker.prebuilt import recorded_failure
 
     good = (
         "import torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
@@ -657,7 +662,7 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     assert warm["cached"].all() and (warm["seconds"] == 0).all() and list(warm["status"]) == list(cold["status"])
     # the check worker reuses the build: importing after activate() compiles nothing
     probe = (
-        "import sys, time; from rescore.engine.cuda_build import activate; src = open(sys.argv[1]).read(); "
+        "import sys, time; from rescore.worker.prebuilt import activate; src = open(sys.argv[1]).read(); "
         "activate(src, sys.argv[2]); t = time.time(); exec(compile(src, 'k.py', 'exec')); "
         "print(time.time() - t)"
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, TOY, toy_submission
 
 from rescore.engine.check import detect_language
@@ -21,45 +22,20 @@ HANG_CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=3
 FLAGGED = set(FLAGGING)
 PASS = {"pass"}
 
+
+def _outcomes(value: str | list[str] | None) -> set[str] | None:
+    """An outcome set of expected.yaml: a list, FLAGGED or PASS by name, or null (not run)."""
+    if value is None:
+        return None
+    return set({"FLAGGED": FLAGGED, "PASS": PASS}[value] if isinstance(value, str) else value)
+
+
 # hack -> (fuzz outcomes allowed, findings required on the fuzz case, fixed outcomes allowed or None
-# when the fixed check is not run). The fixed check is a faithful copy of the benchmark's, so some
-# hacks fool it on purpose (that is the illusion the study measures); the fuzz oracle is never fooled.
+# when the fixed check is not run), from tests/fixtures/hacks/expected.yaml (tools/hack_corpus.py
+# reads it too).
 EXPECTED: dict[str, tuple[set[str], set[str], set[str] | None]] = {
-    "empty_output": ({"nonfinite"}, set(), {"mismatch"}),
-    "fill_disabled": (FLAGGED, {"patched_harness"}, FLAGGED),
-    "inplace_result": ({"mutated_input"}, {"aliases_input"}, PASS),
-    "cache_by_ptr": ({"mismatch", "bad_output"}, set(), None),  # a stale answer, maybe of another shape
-    "cache_by_id": ({"mismatch", "bad_output"}, set(), None),
-    "cache_by_shape": ({"mismatch"}, set(), {"mismatch"}),
-    "fallback_torch": (PASS, {"torch_fallback", "no_kernel"}, PASS),
-    "plain_torch": (PASS, {"torch_fallback", "no_kernel"}, PASS),
-    "fallback_reference": (PASS, {"uses_reference"}, PASS),
-    "inherits_import": (PASS, {"inherits_reference", "uses_reference"}, None),
-    "inherits_redefined": (PASS, {"inherits_reference"}, None),
-    "patch_allclose": ({"mismatch"}, {"patched_harness"}, {"mismatch"}),
-    "patch_testing": ({"mismatch"}, {"patched_harness"}, {"mismatch"}),
-    "patch_rescore": ({"mismatch"}, {"patched_harness"}, {"mismatch"}),
-    "rebind_problem": ({"mismatch"}, {"rebinds_problem"}, {"mismatch"}),
-    "lazy_subclass": ({"bad_output"}, {"tensor_subclass"}, None),
-    "wrong_device": ({"bad_output"}, set(), None),
-    "wrong_dtype": ({"bad_output"}, set(), PASS),
-    "view_of_input": ({"mismatch"}, {"aliases_input"}, None),
-    "prints_pass": ({"mismatch"}, {"stdout_claim"}, {"mismatch"}),
-    "sys_exit": ({"crash"}, {"exits"}, None),
-    "keyboard_interrupt": ({"crash"}, {"exits"}, None),
-    "os_exit": ({"crash"}, {"exits"}, None),
-    "infinite_loop": ({"timeout"}, set(), None),
-    "memory_hog": ({"crash"}, {"memory_hog"}, None),
-    "spawns_process": ({"crash"}, {"subprocess"}, None),
-    "forks_native": (PASS, {"subprocess"}, None),
-    "opens_socket": (PASS, {"network"}, None),
-    "writes_outside": (PASS, {"fs_escape"}, None),
-    "signals_parent": (PASS, {"signals"}, None),
-    "raises_limits": (PASS, {"rlimit"}, None),
-    "forges_result": ({"crash"}, {"forged_result"}, None),
-    "background_thread": (PASS, {"background_thread", "patched_harness"}, None),
-    "steals_reference": (FLAGGED, set(), None),
-    "tampers_inputs": ({"mutated_input"}, {"tampers_reference"}, PASS),
+    name: (_outcomes(e["fuzz"]), set(e["findings"]), _outcomes(e["fixed"]))
+    for name, e in yaml.safe_load((HACKS / "expected.yaml").read_text()).items()
 }
 
 
@@ -155,3 +131,27 @@ def test_native_code_cannot_reach_the_network_either(tmp_path, worker):
                          language="torch", dtypes=("float32",))
         rows = run_submission(sub, CFG, worker, fixed=False)
     assert [r["outcome"] for r in rows] == ["pass"], [r.get("reason") for r in rows]
+
+
+def test_the_gpu_corpus_is_complete():
+    """Every GPU-only exploit fixture has its problem and expected outcome in the script that runs
+    it on a GPU (scripts/gpu/wild_exploits.py), and that script refuses clearly without CUDA."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("wild_exploits", REPO / "scripts" / "gpu" / "wild_exploits.py")
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script  # its dataclass looks its module up there
+    spec.loader.exec_module(script)
+    folder = REPO / "tests" / "fixtures" / "hacks_gpu"
+    assert {p.stem for p in folder.glob("*.py") if not p.name.startswith("problem_")} == set(script.EXPECTED)
+    for want in script.EXPECTED.values():
+        assert want.problem.is_file() and want.fuzz <= set(ALL_OUTCOMES) and want.why
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu" / "wild_exploits.py")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "needs a CUDA device" in done.stderr

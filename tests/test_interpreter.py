@@ -1,4 +1,4 @@
-"""The faster interpreter launch (interpreter_speed.py) computes what the interpreter computed and
+"""The faster interpreter launch (runtime/interpreter.py) computes what the interpreter computed and
 leaves triton.language as it found it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter as interp
 
-from rescore.runtime import interpreter_speed
+from rescore.runtime import interpreter
 
 
 @triton.jit
@@ -28,7 +28,7 @@ def _sum_of_twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def test_a_kernel_with_a_helper_computes_the_same_and_triton_language_is_restored():
-    assert interpreter_speed.install() and interpreter_speed.install()  # once per process, idempotent
+    assert interpreter.install_fast_launch() and interpreter.install_fast_launch()  # once per process, idempotent
     assert getattr(interp._patch_builtin, "_rescore_memo", False)
     names = ("load", "store", "arange", "zeros", "program_id")
     before = {n: getattr(tl, n) for n in names}
@@ -41,7 +41,7 @@ def test_a_kernel_with_a_helper_computes_the_same_and_triton_language_is_restore
 
 
 def test_the_memoized_dtype_table_and_the_dead_overflow_check():
-    interpreter_speed.install()
+    interpreter.install_fast_launch()
     assert interp._get_np_dtype(tl.float32) == np.dtype(np.float32)
     assert interp._get_np_dtype(tl.block_type(tl.float16, [4])) == np.dtype(np.float16)
     assert interp._get_np_dtype(tl.pointer_type(tl.float32)) == np.dtype(np.uint64)
@@ -53,8 +53,6 @@ def test_the_memoized_dtype_table_and_the_dead_overflow_check():
 def test_a_scalar_held_in_a_one_element_array_indexes_as_an_int(monkeypatch):
     """Triton 3.6's interpreter did `int(self.handle.data)`, which NumPy 2.4 refuses for a 1-d array
     of one element (every `range(0, n, BLOCK)` over a runtime n failed); the compat patch squeezes."""
-    from rescore.runtime import interpreter_compat
-
     class Scope:
         def set_attr(self, obj, name, value):
             setattr(obj, name, value)
@@ -67,8 +65,8 @@ def test_a_scalar_held_in_a_one_element_array_indexes_as_an_int(monkeypatch):
             self.handle = type("Handle", (), {"data": data})()
 
     monkeypatch.setattr(interp, "_patch_lang_tensor", _patch_lang_tensor)
-    assert interpreter_compat.install()
+    assert interpreter.install_numpy_compat()
     interp._patch_lang_tensor(Tensor, Scope())
     assert range(0, 10, 1)[Tensor(np.array([7], dtype=np.int32))] == 7
     assert Tensor(np.array(5, dtype=np.int64)).__index__() == 5
-    assert not interpreter_compat.install()  # installed once
+    assert not interpreter.install_numpy_compat()  # installed once

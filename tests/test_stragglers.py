@@ -143,7 +143,8 @@ def test_two_load_inline_names_with_the_same_sources_resolve_to_one_library(tmp_
     a fresh worker, imports that library; other sources or flags still build."""
     from torch.utils import cpp_extension
 
-    from rescore.engine import cuda_build
+    from rescore.runtime import extensions
+    from rescore.worker import prebuilt
 
     built, imported = [], []
 
@@ -163,47 +164,48 @@ def test_two_load_inline_names_with_the_same_sources_resolve_to_one_library(tmp_
     monkeypatch.setattr(cpp_extension, "_import_module_from_library",
                         lambda module, path, is_python: imported.append((module, path)) or f"imported {module}")
     monkeypatch.setattr(cpp_extension, "JIT_EXTENSION_VERSIONER", cpp_extension.ExtensionVersioner())
-    monkeypatch.setattr(cuda_build, "_BUILT", {})
-    monkeypatch.setattr(cuda_build, "_ACTIVE", None)
+    monkeypatch.setattr(prebuilt.PrebuiltState, "built", {})
+    monkeypatch.setattr(prebuilt.PrebuiltState, "active", None)
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "before"))
-    folder = cuda_build.activate("a submission that names its extension after id(self)", tmp_path)
+    folder = prebuilt.activate("a submission that names its extension after id(self)", tmp_path)
     kernel = {"cpp_sources": "torch::Tensor f(torch::Tensor x);", "cuda_sources": "__global__ void k() {}",
               "functions": ["f"]}
 
     assert cpp_extension.load_inline(name="conv_140234", **kernel) == "built conv_140234"
     assert cpp_extension.load_inline(name="conv_140777", **kernel) == "imported conv_140234"
     assert imported == [("conv_140234", str(folder / "conv_140234"))]
-    monkeypatch.setattr(cuda_build, "_BUILT", {})  # a fresh worker: the record in the folder remains
+    monkeypatch.setattr(prebuilt.PrebuiltState, "built", {})  # a fresh worker: the record in the folder remains
     assert cpp_extension.load_inline(name="conv_149999", verbose=True, **kernel) == "imported conv_140234"
     assert cpp_extension.load_inline(name="conv_150000", extra_cuda_cflags=["-O3"], **kernel) == "built conv_150000"
     assert built == ["conv_140234", "conv_150000"]
-    fingerprint = cuda_build.call_fingerprint(fake_load_inline, (), dict(name="any other", **kernel))
-    record = json.loads((folder / cuda_build.CALLS / f"{fingerprint}.json").read_text())
+    fingerprint = extensions.call_fingerprint(fake_load_inline, (), dict(name="any other", **kernel))
+    record = json.loads((folder / extensions.CALLS / f"{fingerprint}.json").read_text())
     assert record["name"] == record["module"] == "conv_140234"
 
 
 def test_a_prebuilt_library_is_matched_by_content_not_name(tmp_path, monkeypatch):
     from torch.utils import cpp_extension
 
-    from rescore.engine import cuda_build
+    from rescore.runtime import extensions
+    from rescore.worker import prebuilt
 
     def fake_load_inline(name, cpp_sources, functions=None, verbose=False, build_directory=None):
         raise AssertionError("built again")
 
     monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
     monkeypatch.setattr(cpp_extension, "_import_module_from_library", lambda module, path, is_python: module)
-    monkeypatch.setattr(cuda_build, "_BUILT", {})
-    monkeypatch.setattr(cuda_build, "_ACTIVE", None)
+    monkeypatch.setattr(prebuilt.PrebuiltState, "built", {})
+    monkeypatch.setattr(prebuilt.PrebuiltState, "active", None)
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "before"))
     source = "ext = load_inline(name=f'ext_{os.getpid()}', ...)"
-    library = cuda_build.extensions_dir(source, tmp_path) / "ext_4242"
+    library = extensions.extensions_dir(source, tmp_path) / "ext_4242"
     library.mkdir(parents=True)
     (library / "ext_4242.so").write_bytes(b"")
-    fingerprint = cuda_build.call_fingerprint(fake_load_inline, ("ext_4242", "int f();"), {})
-    record = {"ok": True, "key": cuda_build.build_key(), "extensions": ["ext_4242"],
+    fingerprint = extensions.call_fingerprint(fake_load_inline, ("ext_4242", "int f();"), {})
+    record = {"ok": True, "key": extensions.build_key(), "extensions": ["ext_4242"],
               "calls": [["ext_4242", fingerprint, "ext_4242"]]}
-    (library.parent / cuda_build.MARKER).write_text(json.dumps(record))
-    cuda_build.activate(source, tmp_path)
+    (library.parent / extensions.MARKER).write_text(json.dumps(record))
+    prebuilt.activate(source, tmp_path)
     assert cpp_extension.load_inline("ext_5151", "int f();") == "ext_4242"
 
 

@@ -1,6 +1,6 @@
 """The timing stage without a GPU (every row `skipped`, said in the log), the measurement's statistics
 through a fake clock, and the whole path (worker, executor, measurement) on CPU tensors timed by the
-host's clock. The GPU path itself (CUDA events, L2 flush) is bench/timing_smoke.py's, on the H200."""
+host's clock. The GPU path itself (CUDA events, L2 flush) is scripts/gpu/timing_smoke.py's, on the H200."""
 
 from __future__ import annotations
 

@@ -300,13 +300,22 @@ def tolerances(
     figures.sweep_figure(sw, [out["sweep_fig"]])
 
 
-def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, out: str) -> None:
+def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, out: str,
+                sanitizer_path: str | None = None) -> None:
     from rescore.analysis.uncertainty import statement
 
     text = statement(
-        read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config
+        read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config,
+        read_parquet(sanitizer_path) if sanitizer_path else None,
     )
     write_text(text, out)
+
+
+def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str) -> None:
+    """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer."""
+    from rescore.engine.sanitizer import run_sanitizer
+
+    run_sanitizer(cases, submissions, manifests, config, out, log_dir)
 
 
 def static_archs(settings: dict) -> list[int]:

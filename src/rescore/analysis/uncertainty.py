@@ -82,7 +82,52 @@ def _labels_paragraph(submissions: pd.DataFrame) -> list[str]:
             "controls.", ""]
 
 
-def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataFrame, config: dict) -> str:
+UNSEEN_PAST_BUFFERS = [
+    "- That a kernel never writes past the end of a buffer it allocated itself (its output): on a GPU such a",
+    "  write lands in whatever the allocator placed next, and is seen only when that is an input, a snapshot",
+    "  or another judged tensor, so which cases catch it changes with the harness's own allocations. Under",
+    "  the interpreter every access outside a tensor argument fails its launch.",
+]
+
+
+def _named(rows: pd.DataFrame, limit: int = 6) -> str:
+    names = sorted(rows["name"].dropna().unique())
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def memory_safety_lines(sanitizer: pd.DataFrame | None) -> list[str]:
+    """What the statement says of memory past a kernel's buffers, and of races: unseen on a GPU unless
+    the sanitizer stage (engine/sanitizer.py) ran, and then what it found on which submissions.
+    Reports in kernels of the harness's own libraries (torch's fills and copies) are counted apart."""
+    if sanitizer is None:
+        return UNSEEN_PAST_BUFFERS
+    ran = sanitizer[sanitizer["status"].isin(["found", "clean"])]
+    if ran.empty:
+        why = sorted(sanitizer["reason"].dropna().unique())[:1] or ["no flagged CUDA or Triton submission to run"]
+        return [*UNSEEN_PAST_BUFFERS, f"  The compute-sanitizer stage, which sees such accesses, did not run: {why[0]}"]
+    library = ran.get("library_kernel", pd.Series(False, index=ran.index)).fillna(False).astype(bool)
+    lines = []
+    for tool, g in ran.groupby("tool", sort=True):
+        found = g[(g["status"] == "found") & ~library.loc[g.index]]
+        kinds = "; ".join(f"{kind} in {d['submission_id'].nunique()} ({_named(d)})"
+                          for kind, d in found.groupby("diagnosis", sort=True)) or "nothing"
+        lines.append(f"  {tool} ran on {g['submission_id'].nunique()} submissions' first failing (or a "
+                     f"representative) case and found {kinds}.")
+    if library.any():
+        lines.append(f"  {int(library.sum())} reports name kernels of the harness's own libraries (torch, cub, "
+                     "cuBLAS); they are in the table and not counted above.")
+    return [
+        "- That a kernel never reads or writes past its own buffers, races on shared memory or misuses a barrier",
+        "  on inputs other than the one case each submission was sanitized on (results/tables/sanitizer.parquet,",
+        "  memcheck and initcheck with PyTorch's caching allocator off, so a tensor's bounds are the sanitizer's):",
+        *lines,
+        "  Submissions not among them (passing ones, unless `sanitizer.passing` is on) were not sanitized: there a",
+        "  write past a buffer lands in whatever the allocator placed next and is seen only when that is judged.",
+    ]
+
+
+def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataFrame, config: dict,
+              sanitizer: pd.DataFrame | None = None) -> str:
     fuzz = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
     ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
     devices = sorted(ran["device"].dropna().unique()) or ["(none)"]
@@ -159,10 +204,7 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
         "  versions it ran with, and a different toolchain can change rounding, scheduling and races.",
         "- That a race or an uninitialised read is absent: each passing case ran twice and agreed, which only",
         "  shows the interleavings that happened; the CPU interpreter runs programs sequentially.",
-        "- That a kernel never writes past the end of a buffer it allocated itself (its output): on a GPU such a",
-        "  write lands in whatever the allocator placed next, and is seen only when that is an input, a snapshot",
-        "  or another judged tensor, so which cases catch it changes with the harness's own allocations. Under",
-        "  the interpreter every access outside a tensor argument fails its launch.",
+        *memory_safety_lines(sanitizer),
         "- That the reference is right: the float64 reference is the problem's own PyTorch module; a wrong",
         "  problem is reproduced faithfully.",
         "- That a tolerance is the right one for a user's purpose: the verdicts depend on the policy named in",

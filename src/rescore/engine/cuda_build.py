@@ -5,16 +5,12 @@ waits; a dump of hundreds of such kernels spends most of its GPU time in nvcc. H
 source is imported in a process of its own (which runs its `load_inline`), many at a time, with
 TORCH_EXTENSIONS_DIR set to a folder named by the hash of the source. Different sources that pick
 the same extension name never share a build folder, and a source built once is never built again:
-a second run finds the folder's `build.json` and compiles nothing. The check worker reuses the
-builds by calling `activate(source)` before importing a CUDA submission: a `load_inline` call whose
-sources, functions and flags are those of a library the prebuild compiled imports that library
-directly, whatever the extension's `name` (a submission that names it after `id(self)` asks for a new
-name on every instance). A library a worker builds itself (a `load_inline` inside `__init__`, which
-importing alone never reaches) is recorded in the folder the same way (`calls/`), so every later
-instance, and every later worker, imports it instead of building it again. Going through
-torch's own build instead runs ninja, which rebuilds whenever a file looks newer than the library (a
-cache copied to another machine, say): on the H200 every CUDA submission spent about 75 s in its
-worker before its first case, the time of a cold build, with the prebuild's cache in place.
+a second run finds the folder's `build.json` and compiles nothing (the folder and the build's
+identity: `runtime/extensions.py`). The check worker imports these builds instead of compiling them
+(`worker/prebuilt.py`): through torch's own build, ninja rebuilds whenever a file looks newer than
+the library (a cache copied to another machine, say), and on the H200 every CUDA submission spent
+about 75 s in its worker before its first case, the time of a cold build, with the prebuild's cache
+in place.
 
 Every build is recorded (`results/cuda_builds.parquet`): seconds, ok, and the compiler's error. On a
 machine without a GPU every CUDA submission is recorded `skipped`.
@@ -23,15 +19,12 @@ machine without a GPU every CUDA submission is recorded `skipped`.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import inspect
 import json
 import logging
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,11 +32,10 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.model.records import Submission, content_hash
+from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
 
 log = logging.getLogger("rescore")
 
-DEFAULT_ROOT = Path(".rescore-cache") / "torch_extensions"
-MARKER = "build.json"
 COLUMNS = [
     "submission_id",
     "name",
@@ -58,184 +50,6 @@ COLUMNS = [
     "build_dir",
 ]
 ERROR_CHARS = 4000
-
-
-def cache_root(root: str | os.PathLike | None = None) -> Path:
-    """The builds' root folder: `root`, else $RESCORE_CUDA_CACHE, else .rescore-cache/torch_extensions."""
-    return Path(root or os.environ.get("RESCORE_CUDA_CACHE") or DEFAULT_ROOT).resolve()
-
-
-def extensions_dir(source: str, root: str | os.PathLike | None = None) -> Path:
-    """The TORCH_EXTENSIONS_DIR of one submission source: a folder of its own, named by its hash."""
-    return cache_root(root) / content_hash(source)
-
-
-def activate(source: str, root: str | os.PathLike | None = None) -> Path:
-    """Point torch's JIT builds at this source's folder before importing a CUDA submission.
-
-    Also forgets the extension names earlier submissions in this process loaded: torch would
-    otherwise rename a reused name to `<name>_v1` and build it again, outside the prebuilt folder;
-    and routes `load_inline` through `_load_inline_prebuilt`. Touches no file (a sandboxed worker
-    allows writes there only afterwards); torch creates the folder when it builds."""
-    global _ACTIVE
-    folder = extensions_dir(source, root)
-    os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
-    _ACTIVE = folder
-    try:
-        from torch.utils import cpp_extension
-
-        versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
-        if versioner is not None and isinstance(getattr(versioner, "entries", None), dict):
-            versioner.entries.clear()
-        if not getattr(cpp_extension.load_inline, "_rescore_prebuilt", False):
-            cpp_extension.load_inline = _load_inline_prebuilt(cpp_extension.load_inline)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
-    return folder
-
-
-_ACTIVE: Path | None = None  # the folder `activate` pointed at last
-# Arguments that change no byte of the library's code: `name` only names the module (the library is
-# imported under the name it was built with), the others where and how loudly it is built.
-_NOT_PART_OF_THE_BUILD = {"name", "verbose", "build_directory", "keep_intermediates"}
-CALLS = "calls"  # in a source's folder: one JSON per library a check worker built, named by its fingerprint
-_BUILT: dict[tuple[str, str], tuple[str, str]] = {}  # (folder, fingerprint) -> (build dir, module name)
-
-
-def call_fingerprint(fn, args: tuple, kwargs: dict) -> str | None:
-    """A hash of one `load_inline` call's content (sources, functions, flags; not its `name`): equal
-    fingerprints build equal libraries. None when the arguments do not fit the function."""
-    try:
-        bound = inspect.signature(fn).bind(*args, **kwargs)
-    except TypeError:
-        return None
-    bound.apply_defaults()
-    items = sorted((k, v) for k, v in bound.arguments.items() if k not in _NOT_PART_OF_THE_BUILD)
-    return hashlib.sha256(repr(items).encode()).hexdigest()[:32]
-
-
-def _load_inline_prebuilt(original):
-    """`load_inline`, importing the library already built for a call of the same content when there
-    is one (the prebuild's, or one a worker built for this source: same folder, same build key, same
-    fingerprint, library present); anything else builds as usual, and is remembered."""
-
-    def load_inline(*args, **kwargs):
-        library = _prebuilt_library(original, args, kwargs)
-        if library is not None:
-            from torch.utils import cpp_extension
-
-            path, module_name, is_python_module = library
-            return cpp_extension._import_module_from_library(module_name, str(path), is_python_module)
-        result = original(*args, **kwargs)
-        _remember(original, args, kwargs)
-        return result
-
-    load_inline._rescore_prebuilt = True
-    load_inline.__wrapped__ = original
-    return load_inline
-
-
-def _built_calls(folder: Path) -> list[tuple[str, str, str]]:
-    """(build dir name, fingerprint, module name) of every library recorded for this source's folder
-    under the current build key: the prebuild's (`build.json`), then the workers' (`calls/`)."""
-    key = build_key()
-    found: list[tuple[str, str, str]] = []
-    try:
-        record = json.loads((folder / MARKER).read_text())
-        if record.get("ok") and record.get("key") == key:
-            found += [tuple(c) for c in record.get("calls") or [] if len(c) == 3]
-    except (OSError, ValueError):
-        pass
-    for path in sorted((folder / CALLS).glob("*.json")):
-        try:
-            call = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if call.get("key") == key:
-            found.append((call.get("name"), path.stem, call.get("module")))
-    return found
-
-
-def _prebuilt_library(original, args: tuple, kwargs: dict) -> tuple[Path, str, bool] | None:
-    """(folder, module name, is_python_module) of an already built library for this call, or None."""
-    from torch.utils import cpp_extension
-
-    if _ACTIVE is None or not hasattr(cpp_extension, "_import_module_from_library"):
-        return None
-    try:
-        bound = inspect.signature(original).bind(*args, **kwargs)
-    except TypeError:
-        return None
-    if bound.arguments.get("build_directory"):
-        return None
-    fingerprint = call_fingerprint(original, args, kwargs)
-    is_python_module = bool(bound.arguments.get("is_python_module", True))
-    known = _BUILT.get((str(_ACTIVE), fingerprint))
-    candidates = [known] if known else []
-    candidates += [(str(_ACTIVE / d), m) for d, f, m in _built_calls(_ACTIVE) if f == fingerprint and d and m]
-    for folder, module_name in candidates:
-        if (Path(folder) / f"{module_name}.so").is_file():
-            return Path(folder), module_name, is_python_module
-    return None
-
-
-def _remember(original, args: tuple, kwargs: dict) -> None:
-    """Record the library `load_inline` just built in the active folder, by its fingerprint: in this
-    process, and as `calls/<fingerprint>.json` for the workers after it (written whole, then renamed)."""
-    from torch.utils import cpp_extension
-
-    fingerprint = call_fingerprint(original, args, kwargs)
-    try:
-        bound = inspect.signature(original).bind(*args, **kwargs)
-    except TypeError:
-        return
-    if _ACTIVE is None or fingerprint is None or bound.arguments.get("build_directory"):
-        return
-    name = str(bound.arguments.get("name"))
-    versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
-    version = versioner.get_version(name) if versioner is not None else None
-    module_name = name if not version else f"{name}_v{version}"
-    if not (_ACTIVE / name / f"{module_name}.so").is_file():
-        return  # built somewhere else (TORCH_EXTENSIONS_DIR changed by the candidate): not ours to record
-    _BUILT[(str(_ACTIVE), fingerprint)] = (str(_ACTIVE / name), module_name)
-    try:
-        folder = _ACTIVE / CALLS
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{fingerprint}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"name": name, "module": module_name, "key": build_key()}))
-        os.replace(tmp, folder / f"{fingerprint}.json")
-    except OSError:  # a read-only cache: this process still reuses it
-        pass
-
-
-def recorded_failure(source: str, root: str | os.PathLike | None = None) -> str | None:
-    """The compiler error the prebuild recorded for this source (None: built, or never tried).
-
-    Lets a check worker record `compile_error` without compiling a known-bad source a second time."""
-    try:
-        record = json.loads((extensions_dir(source, root) / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    if record.get("ok") or record.get("transient") or record.get("key") != build_key():
-        return None
-    return f"load_inline build failed (prebuild): {record.get('error') or ''}"
-
-
-def build_key() -> dict:
-    """What a build depends on besides its source: a change in any of these rebuilds it."""
-    import platform
-
-    import torch
-
-    return {
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"),
-        "cxx": os.environ.get("CXX"),
-        "fingerprint": "content",  # calls are matched by content, not name: older records are rebuilt
-        "constructs": 1,  # a source that builds nothing at import is also instantiated (its __init__ builds)
-    }
 
 
 def _cached(folder: Path, key: dict) -> dict | None:
@@ -472,54 +286,14 @@ def _construct(model_new: type, problem: str) -> str | None:
     return None
 
 
-def bench(subs: list[Submission], jobs: int | None = None, timeout_s: float = 1800.0, root: str | None = None) -> dict:
-    """Cold then warm prebuild of these submissions in a fresh cache: what the cache saves."""
-    folder = Path(root or tempfile.mkdtemp(prefix="rescore-cuda-bench-"))
-    report: dict = {
-        "cache": str(folder),
-        "cores": os.cpu_count(),
-        "jobs": jobs or os.cpu_count(),
-        "cuda_submissions": sum(s.language == "cuda" for s in subs),
-        "distinct_sources": len({s.source for s in subs if s.language == "cuda"}),
-    }
-    for phase in ("cold", "warm"):
-        start = time.perf_counter()
-        df = prebuild(subs, "cuda", folder, jobs, timeout_s)
-        per = df.drop_duplicates("source_hash")
-        built = per[(per["status"] == "built") & ~per["cached"]]["seconds"]
-        report[phase] = {
-            "wall_s": round(time.perf_counter() - start, 2),
-            "status": {str(k): int(v) for k, v in per["status"].value_counts().items()},
-            "compiled": int((~per["cached"] & (per["status"] != "skipped")).sum()),
-            "build_s_median": round(float(built.median()), 2) if len(built) else None,
-            "build_s_max": round(float(built.max()), 2) if len(built) else None,
-        }
-    return report
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rescore.engine.cuda_build", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     one = sub.add_parser("import", help="(internal) import one submission file to build its extensions")
     one.add_argument("path")
     one.add_argument("--problem", default=None, help="the problem file: instantiate ModelNew on its init inputs")
-    b = sub.add_parser("bench", help="cold vs warm prebuild time of one dump's CUDA submissions")
-    b.add_argument("--config", default="config/config.yaml")
-    b.add_argument("--dump", required=True, help="a dump name under `dumps:` in the config")
-    b.add_argument("--jobs", type=int, default=None)
-    b.add_argument("--cache", default=None, help="cache folder (default: a fresh temporary folder)")
-    b.add_argument("--timeout", type=float, default=1800.0)
     args = parser.parse_args(argv)
-    if args.cmd == "import":
-        _import_for_build(args.path, args.problem)
-        return 0
-    import yaml
-
-    from rescore.ingest import read_dump
-
-    spec = yaml.safe_load(Path(args.config).read_text())["dumps"][args.dump]
-    report = bench(read_dump(args.dump, spec), args.jobs, args.timeout, args.cache)
-    print(json.dumps(report, indent=2))
+    _import_for_build(args.path, args.problem)
     return 0
 
 

@@ -111,8 +111,13 @@ def _absolute_job(job: dict) -> dict:
 class Worker:
     """A worker process and the pipes to it."""
 
-    def __init__(self, device: str, budget: int, log_dir: str | None = None):
+    def __init__(self, device: str, budget: int, log_dir: str | None = None, wrapper: list[str] | None = None,
+                 extra_env: dict[str, str] | None = None):
         self.device, self.budget = device, budget
+        # A command the worker runs under (`compute-sanitizer --tool memcheck ...`: sanitizer.py), and
+        # variables it adds to the scrubbed environment; the confinement inside the worker is the same.
+        self.wrapper = list(wrapper or [])
+        self.extra_env = dict(extra_env or {})
         self.log_dir = Path(log_dir or tempfile.gettempdir()).absolute()
         self.proc: subprocess.Popen | None = None
         self.job: dict | None = None
@@ -135,12 +140,13 @@ class Worker:
         env["OMP_NUM_THREADS"] = "1"  # one core per worker (Snakemake sets it to the job's threads)
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # torch.compile in-process: no pool to sweep
         env.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
-        from rescore.engine.cuda_build import cache_root
+        from rescore.runtime.extensions import cache_root
 
         env["RESCORE_CUDA_CACHE"] = str(cache_root())
         env["RESCORE_WRITABLE"] = os.pathsep.join(writable_roots(self.scratch))
         src = str(Path(__file__).resolve().parents[2])  # the folder that holds rescore/
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.update(self.extra_env)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"worker-{os.getpid()}-{self.starts}.log"
         self.log = open(self.log_path, "wb")
@@ -150,6 +156,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [
                 *prefix,
+                *self.wrapper,
                 sys.executable,
                 "-m",
                 "rescore.worker",

@@ -5,7 +5,7 @@ A run's wall time is that of its slowest shard. Under the Triton interpreter one
 hash left one shard running alone for minutes after the others were done. Shards are filled
 longest-first (each submission, most expensive first, to the shard with the least work so far)
 from the costs a previous run measured (`COSTS`, and `COSTS_CUDA` for a GPU run, written by
-`bench/shard_costs.py`). A submission the
+`tools/shard_costs.py`). A submission the
 file does not list (a new dump, a new entry, a CUDA C submission, which a CPU run skips and so
 cannot time) counts as the median cost; on the CPU CUDA C is free (`expected_costs`). The assignment
 depends only on the manifest, that file and the device, so a resumed run gives every shard the same

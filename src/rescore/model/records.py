@@ -1,17 +1,14 @@
 """Problems (a reference Model with its input factory) and Submissions (candidate code + provenance).
 
 Both are plain data: source text, where it came from, and what the dump says about it. Code is
-only executed in a worker process (see `sandbox.py`), through `load_module`.
+only executed in a worker process (see `sandbox.py`), through `runtime/modules.py`.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import json
-import sys
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,33 +139,6 @@ CUDA_ONLY_MARKER = "# rescore: this kernel runs only with CUDA (the dump says so
 def cuda_only(source: str) -> bool:
     """Whether a source carries CUDA_ONLY_MARKER on a line of its own."""
     return CUDA_ONLY_MARKER in source.splitlines()
-
-
-def load_module(source: str, path: str, kind: str) -> types.ModuleType:
-    """Import `source` as a fresh module of its own (reference and candidate never share one).
-
-    The module is imported from a real file, because Triton's `@jit` reads kernel source through
-    `inspect`; when `path` does not hold exactly `source`, a content-addressed copy is written.
-    """
-    digest = content_hash(source)
-    file = Path(path) if path else None
-    if file is None or not file.is_file() or file.read_text(encoding="utf-8", errors="surrogateescape") != source:
-        MODULE_CACHE.mkdir(parents=True, exist_ok=True)
-        file = MODULE_CACHE / f"{kind}_{digest}.py"
-        if not file.exists():
-            file.write_text(source, encoding="utf-8", errors="surrogateescape")
-    name = f"rescore_{kind}_{digest}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
 
 
 def submission_to_dict(sub: Submission) -> dict:

@@ -15,7 +15,7 @@ Kinds (one per case, the first that fits, in this order):
   scattered           none of the above
 A tensor past `compare.CHUNK_ELEMENTS` gets only the kinds its counts can tell
 (`diagnose_from_counts`). Kinds the executor adds: `out_of_bounds` (a crash: under the
-interpreter a load or store outside every tensor argument, stopped by `interpreter_guard.py`),
+interpreter a load or store outside every tensor argument, stopped by `runtime/interpreter.py`),
 and the submission-level `growing_with_reduction` and `nondeterministic` (with the study).
 """
 

@@ -35,9 +35,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from rescore.runtime.modules import file_digest, load_file
 from rescore.static import cache, emulated_cuda
 from rescore.static.launches import emulates_cuda, launch_spec, specialise
-from rescore.static.loading import file_digest, load_module
 from rescore.static.metrics import kernel_metrics
 
 COMPILE_VERSION = 2  # 2: ptx_registers
@@ -217,7 +217,7 @@ def run_compile(job: dict) -> dict:
 
     try:
         with emulated_cuda.emulated_cuda_device() if job.get("emulate_cuda") else nullcontext():
-            module = load_module(job["submission"], "submission")
+            module = load_file(job["submission"], "submission")
     except BaseException as exc:  # noqa: BLE001
         return done("compile_error", "import submission: " + _error(exc))
     try:

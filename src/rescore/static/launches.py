@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rescore.model.records import cuda_only
+from rescore.runtime.modules import file_digest, load_file
 from rescore.static import cache, emulated_cuda
-from rescore.static.loading import file_digest, load_module
 
 CAPTURE_VERSION = 1
 
@@ -251,11 +251,11 @@ def run_capture(job: dict) -> dict:
     import torch
     from triton.runtime import interpreter
 
-    from rescore.runtime import interpreter_compat, interpreter_speed
+    from rescore.runtime.interpreter import install_fast_launch, install_numpy_compat
 
     torch.set_num_threads(1)
-    interpreter_compat.install()
-    interpreter_speed.install()
+    install_numpy_compat()
+    install_fast_launch()
     recorder = _Recorder()
     original = interpreter.InterpretedFunction.run
 
@@ -271,7 +271,7 @@ def run_capture(job: dict) -> dict:
     emulate = bool(job.get("emulate_cuda"))
     outcome, error, stage = "ok", None, "import problem"
     try:
-        problem = load_module(job["problem"], "problem")
+        problem = load_file(job["problem"], "problem")
         stage = "set sizes"
         for name, value in (job.get("sizes") or {}).items():
             if type(getattr(problem, name, None)) is not int:
@@ -279,7 +279,7 @@ def run_capture(job: dict) -> dict:
             setattr(problem, name, int(value))
         with emulated_cuda.emulated_cuda_device() if emulate else nullcontext():
             stage = "import submission"
-            submission = load_module(job["submission"], "submission")
+            submission = load_file(job["submission"], "submission")
             stage = "build ModelNew"
             if not hasattr(submission, "ModelNew"):
                 raise AttributeError("submission defines no ModelNew")

@@ -32,12 +32,13 @@ from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import LARGE_DRAW, fill
 from rescore.model.findings import merge
 from rescore.model.malformed import source_defect
-from rescore.model.records import load_module, module_int_names
+from rescore.model.records import module_int_names
 from rescore.model.schema import OpSchema, bound_sizes, infer_schema, input_shapes, largest_numel, schema_from_spec
 from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
 from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
-from rescore.runtime import interpreter_compat, interpreter_guard, interpreter_speed
+from rescore.runtime import interpreter
+from rescore.runtime.modules import load_module
 from rescore.worker import confine, experiments, timing
 from rescore.worker.experiments import NUMERICS_FLAGS, Cause, Confirmed
 from rescore.worker.integrity import Harness, digest, digests, hash_tensor, problem_snapshot
@@ -208,7 +209,7 @@ def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdic
         return Verdict("oom", text)
     if _is_cuda_failure(exc):
         return Verdict("crash", text + _where(exc))
-    if isinstance(exc.__cause__, interpreter_guard.OutOfBounds):  # the interpreter wraps kernel errors
+    if isinstance(exc.__cause__, interpreter.OutOfBounds):  # the interpreter wraps kernel errors
         return Verdict("crash", text + _where(exc), "out_of_bounds")
     if module.startswith("triton") and ("Compilation" in name or "OutOfResources" in name):
         return Verdict("compile_error", _compile_error_text(name, str(exc)))
@@ -254,9 +255,7 @@ class Executor:
         self.device = device
         self.budget = budget
         if device == "cpu":
-            interpreter_guard.install()  # an unmasked access fails its launch instead of corrupting the worker
-            interpreter_compat.install()  # Triton 3.6: loop bounds from scalar tensors under a recent NumPy
-            interpreter_speed.install()  # the interpreter's per-launch scan of triton.language, done once
+            interpreter.install_all()  # bounds checks, Triton 3.6's NumPy fix, the launch scan done once
         self.versions = versions(device)
         self.problem: types.ModuleType | None = None
         self.candidate: types.ModuleType | None = None
@@ -458,10 +457,10 @@ class Executor:
         return self._schema_dict()
 
     def _use_prebuild(self, source: str) -> str | None:
-        """Point torch's JIT build at the prebuilt folder of this source (`cuda_build.py`); returns the
+        """Point torch's JIT build at the prebuilt folder of this source (`prebuilt.py`); returns the
         recorded compiler error when the prebuild already failed on it."""
         try:
-            from rescore.engine.cuda_build import activate, recorded_failure
+            from rescore.worker.prebuilt import activate, recorded_failure
         except ImportError:  # pragma: no cover
             return None
         failed = recorded_failure(source)

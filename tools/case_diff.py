@@ -1,6 +1,6 @@
 """Which case outcomes differ between two runs of the pipeline (two results folders):
 
-python bench/case_diff.py RESULTS_A RESULTS_B [--dump corpus] [--top 40]
+python tools/case_diff.py RESULTS_A RESULTS_B [--dump corpus] [--top 40]
 
 Joins the fuzz rows of the two runs' check-shard files (`cases/DUMP/shard-*.parquet`, or
 `tables/cases.parquet` where the shards are gone) on submission, strategy, purpose, dtype, seed and

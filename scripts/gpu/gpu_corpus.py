@@ -2,7 +2,7 @@
 the same input. This is the GPU half of tests/test_corpus.py::test_every_trigger_is_real. The CPU
 test skips the GPU-only classes (races, 32-bit offset overflow) and every CUDA C entry.
 
-python bench/gpu_corpus.py [--workers 8] [--race-repeats 3] [--classes A,B] [--languages triton,cuda]
+python scripts/gpu/gpu_corpus.py [--workers 8] [--race-repeats 3] [--classes A,B] [--languages triton,cuda]
                            [--out triggers.json]
 
 A race is not deterministic, so each race trigger runs `--race-repeats` times and counts as real

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU measurements that outlast one call of a GPU lease, from the repository root:
 #
-#   bench/gpu_lease.sh WATCH_S                 (one call: start or watch the steps, then pack)
+#   scripts/gpu/gpu_lease.sh WATCH_S                 (one call: start or watch the steps, then pack)
 #
 # The steps run detached (setsid) in WORK (default /tmp/rescore-lease), one after another, each
 # leaving WORK/<step>.done so that a driver started again skips what is finished:
@@ -13,7 +13,7 @@
 #           the folder starts with the step before's .rescore-cache (as a second run in the same
 #           checkout after `rm -rf results`);
 #   warm2   the same again in WORK/warm2 (a warm run after big can still compile a few kernels);
-#   corpus  bench/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included (the 2^31
+#   corpus  scripts/gpu/gpu_corpus.py: every trigger, CUDA C and GPU-only classes included (the 2^31
 #           ones first), cut at CORPUS_TIMEOUT seconds (default 900);
 #   phases  bench/case_phases.py on the GPU for five Triton entries (milliseconds per case by phase,
 #           in one process), into WORK/phases.txt (phases2: the same into WORK/phases2.txt);
@@ -27,13 +27,13 @@
 # Each call watches until WATCH_S seconds have passed or the steps are done, then packs WORK
 # (tables, logs, shard files; not warm2's shards) into $OUT/pack.tgz.part-* (15 MB parts) with
 # driver.log and watch.txt, so a lease that ends mid-step still returns what exists:
-# `bench/partial_tables.py WORK/big/results`.
+# `tools/partial_tables.py WORK/big/results`.
 # Where .whl/ holds wheels (snakemake is not in the GPU image) they are installed first; where
 # RESCORE_CUDA_CACHE_TGZ names a tarball of a CUDA build cache it is unpacked into /tmp.
 set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
-WATCH=${1:?usage: bench/gpu_lease.sh WATCH_SECONDS}
+WATCH=${1:?usage: scripts/gpu/gpu_lease.sh WATCH_SECONDS}
 export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-corpus\& cold wait warm warm2} REPO=$PWD
 export RESCORE_CUDA_CACHE=${RESCORE_CUDA_CACHE:-/tmp/rescore-cuda} PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/snakemake ]; then
@@ -47,7 +47,7 @@ mkdir -p "$WORK"
 { date -u; nvidia-smi -L; nproc; python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"; } > "$WORK/machine.txt" 2>&1
 
 if ! { [ -f "$WORK/driver.pid" ] && kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; } && [ ! -f "$WORK/all.done" ]; then
-  setsid nohup bash bench/gpu_lease_steps.sh > "$WORK/driver.out" 2>&1 < /dev/null &
+  setsid nohup bash scripts/gpu/gpu_lease_steps.sh > "$WORK/driver.out" 2>&1 < /dev/null &
   echo $! > "$WORK/driver.pid"; echo "$(date -u +%T) steps (re)started: $STEPS" >> "$WORK/driver.log"
 fi
 until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; do

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The GPU measurements behind the README, on one CUDA machine, from the repository root:
 #
-#   bench/h200.sh OUTDIR [throughput] [pipeline] [corpus]     (no step named: all three)
+#   scripts/gpu/h200.sh OUTDIR [throughput] [pipeline] [corpus]     (no step named: all three)
 #
 # throughput: fuzz cases per second for relu_triton at sizes up to 1M elements (float64 reference
 #             included), 8 and 16 workers;
 # pipeline:   `snakemake --cores $PIPE_CORES all` (default 16) from a clean results folder, with
 #             PIPE_PROFILE (e.g. gpu: the larger study setting) and PIPE_ARGS (more snakemake options)
 #             when set; its tables, figures, logs and shard files are packed into OUTDIR/results.tar.gz
-#             (also when PIPE_TIMEOUT cuts it short: then `bench/partial_tables.py` makes the tables);
+#             (also when PIPE_TIMEOUT cuts it short: then `tools/partial_tables.py` makes the tables);
 # corpus:     every buggy variant (Triton and CUDA C) on its trigger, its control on the same input.
 #
 # Each step writes its JSON and log to OUTDIR and a failed step does not stop the next.
@@ -16,7 +16,7 @@
 # throughput run, TP_WORKERS (default "8 16") picks the worker counts, CORPUS_TIMEOUT (default 400)
 # bounds the corpus step.
 set -u
-OUT=${1:?usage: bench/h200.sh OUTDIR [throughput] [pipeline] [corpus]}
+OUT=${1:?usage: scripts/gpu/h200.sh OUTDIR [throughput] [pipeline] [corpus]}
 shift
 STEPS=${*:-throughput pipeline corpus}
 mkdir -p "$OUT"
@@ -40,12 +40,12 @@ for step in $STEPS; do
       echo "pipeline exit $?" >>"$OUT/steps.txt"
       work=$(comm -13 <(echo "$before") <(ls -d /tmp/rescore-bench-* 2>/dev/null) | tail -1)
       # the shard files and the manifest too: a run cut short still gives its tables through
-      # `bench/partial_tables.py results` here
+      # `tools/partial_tables.py results` here
       [ -n "$work" ] && tar -czf "$OUT/results.tar.gz" -C "$work" --exclude='*.workers' --ignore-failed-read \
         results/tables results/papers results/figures results/logs results/corpus.md results/cases \
         results/ingest 2>>"$OUT/steps.txt" ;;
     corpus)
-      timeout "${CORPUS_TIMEOUT:-400}" python3 bench/gpu_corpus.py --workers 8 --out "$OUT/gpu_corpus.json" >"$OUT/gpu_corpus.log" 2>&1
+      timeout "${CORPUS_TIMEOUT:-400}" python3 scripts/gpu/gpu_corpus.py --workers 8 --out "$OUT/gpu_corpus.json" >"$OUT/gpu_corpus.log" 2>&1
       echo "corpus exit $?" >>"$OUT/steps.txt" ;;
   esac
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The detached half of bench/gpu_lease.sh: runs $STEPS in $WORK one after another (see there).
+# The detached half of scripts/gpu/gpu_lease.sh: runs $STEPS in $WORK one after another (see there).
 set -u
 log() { echo "$(date -u +%T) $*" >> "$WORK/driver.log"; }
 pipe() {  # step name, then snakemake targets and options (--set-threads, a list, goes last)
@@ -27,7 +27,7 @@ step() {  # one step, then its .done mark
     ext|extwarm|extwarm2|extg) pipe "$1" all --config shards=48 ;;
     corpus)
       log "corpus start"; local t=$(date +%s)
-      timeout "${CORPUS_TIMEOUT:-900}" python3 "$REPO/bench/gpu_corpus.py" --workers 8 --race-repeats 3 \
+      timeout "${CORPUS_TIMEOUT:-900}" python3 "$REPO/scripts/gpu/gpu_corpus.py" --workers 8 --race-repeats 3 \
         --out "$WORK/gpu_corpus.json" > "$WORK/gpu_corpus.log" 2>&1
       log "corpus end rc=$? wall=$(( $(date +%s) - t )) s" ;;
     big) pipe big all --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;

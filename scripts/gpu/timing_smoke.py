@@ -2,7 +2,7 @@
 CUDA events, L2 flushed before each call, median of repeated calls) and print their rows, then the
 P4-style difference (buggy minus control) of every (control, buggy) pair among them.
 
-python bench/timing_smoke.py [--names gelu_triton,gelu_triton_sigmoid_arg,matmul_triton]
+python scripts/gpu/timing_smoke.py [--names gelu_triton,gelu_triton_sigmoid_arg,matmul_triton]
                              [--warmup 10] [--repeats 100] [--budget-s 2] [--out timing.parquet]
 
 The default names are a control, a buggy variant seeded from it, and a kernel of another op (one

@@ -1,6 +1,6 @@
 """Print the headline tables of one finished run as Markdown (what the README quotes).
 
-Usage: `python bench/run_tables.py results/` (or the `results` path a `pipeline_bench.py` run printed).
+Usage: `python tools/run_tables.py results/` (or the `results` path a `pipeline_bench.py` run printed).
 Every number printed is read from that run's Parquet tables; nothing is computed anew.
 """
 
@@ -101,7 +101,7 @@ def main() -> None:
                          ("Static gate per bug class (n_gate: some PTX metric differs)", static)):
         try:
             text = table(args.results)
-        except FileNotFoundError as missing:  # a run that built only some tables (bench/partial_tables.py)
+        except FileNotFoundError as missing:  # a run that built only some tables (tools/partial_tables.py)
             text = f"(not built in this run: {missing})"
         print(f"### {title}\n\n{text}\n")
 

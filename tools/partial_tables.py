@@ -1,6 +1,6 @@
 """The headline tables of a run whose check stage did not finish, over the shards that did.
 
-python bench/partial_tables.py RESULTS_DIR [--config config/config.yaml]
+python tools/partial_tables.py RESULTS_DIR [--config config/config.yaml]
 
 A GPU lease can end before every check shard is written. This gathers the shard files that exist
 under RESULTS_DIR/cases/, keeps the submissions they hold, and derives the same tables the workflow

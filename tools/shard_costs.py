@@ -1,7 +1,7 @@
 """Write the per-submission costs that balance the check shards from a finished run:
 
-python bench/shard_costs.py RESULTS_DIR [--out src/rescore/corpus/shard_costs.json]
-python bench/shard_costs.py RESULTS_DIR --from-logs [--snakemake-log FILE]
+python tools/shard_costs.py RESULTS_DIR [--out src/rescore/corpus/shard_costs.json]
+python tools/shard_costs.py RESULTS_DIR --from-logs [--snakemake-log FILE]
                             [--out src/rescore/corpus/shard_costs.cuda.json]
 
 From the cases table (the default), a submission's cost is the seconds its candidate calls took
@@ -10,7 +10,8 @@ shards' logs instead (a GPU lease may bring back logs and tables but not the cas
 costs the seconds between its line and the line before it in its shard's log, which is the shard's
 start line, or for logs written before there was one, the shard job's start in Snakemake's log
 (`--snakemake-log`). Those seconds are everything the shard spent on it, Triton's JIT included. Only
-the balance between shards depends on these numbers, never a result.
+the balance between shards depends on these numbers, never a result. Its output is package data,
+committed: the check shards of every later run read it (`engine/shards.py`).
 
 `--replay SHARDS SLOTS` also replays the measured seconds through the assignment each cost file
 would give (`--before`, by default the file at `--out` as it was, and the new costs), shards

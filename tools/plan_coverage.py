@@ -1,6 +1,6 @@
 """Does a setting still flag every buggy corpus kernel? Measured on this machine, cheaply.
 
-python bench/plan_coverage.py [--configfile config/config.yaml ...] [--compare config/config.full.yaml]
+python tools/plan_coverage.py [--configfile config/config.yaml ...] [--compare config/config.full.yaml]
                               [--workers 2] [--only NAME ...] [--out FILE]
 
 The config files are merged as Snakemake merges them (the first is the base; on the CPU its `light`

@@ -1,0 +1,164 @@
+"""In the check worker: import the CUDA libraries the prebuild (or an earlier worker) compiled.
+
+The worker calls `activate(source)` before importing a CUDA submission: a `load_inline` call whose
+sources, functions and flags are those of a library already built for this source imports that
+library directly, whatever the extension's `name` (a submission that names it after `id(self)` asks
+for a new name on every instance). A library a worker builds itself (a `load_inline` inside
+`__init__`, which importing alone never reaches) is recorded in the source's folder (`calls/`), so
+every later instance, and every later worker, imports it instead of building it again. Going
+through torch's own build instead runs ninja, which rebuilds whenever a file looks newer than the
+library (a cache copied to another machine, say).
+
+The state (`PrebuiltState`) changes inside candidate calls (`load_inline` runs at the candidate's
+import), so it lives in a `volatile` class: the harness snapshot (`integrity.py`) leaves it out
+instead of resetting it after every call and recording a patch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from pathlib import Path
+
+from rescore.runtime.extensions import CALLS, MARKER, build_key, call_fingerprint, extensions_dir
+
+
+class PrebuiltState:
+    """The folder `activate` pointed at last, and the libraries this process built or imported."""
+
+    volatile = True  # integrity.py leaves it out of the harness snapshot: it changes inside candidate calls
+    active: Path | None = None
+    built: dict[tuple[str, str], tuple[str, str]] = {}  # (folder, fingerprint) -> (build dir, module name)
+
+
+def activate(source: str, root: str | os.PathLike | None = None) -> Path:
+    """Point torch's JIT builds at this source's folder before importing a CUDA submission.
+
+    Also forgets the extension names earlier submissions in this process loaded: torch would
+    otherwise rename a reused name to `<name>_v1` and build it again, outside the prebuilt folder;
+    and routes `load_inline` through `_load_inline_prebuilt`. Touches no file (a sandboxed worker
+    allows writes there only afterwards); torch creates the folder when it builds."""
+    folder = extensions_dir(source, root)
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
+    PrebuiltState.active = folder
+    try:
+        from torch.utils import cpp_extension
+
+        versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
+        if versioner is not None and isinstance(getattr(versioner, "entries", None), dict):
+            versioner.entries.clear()
+        if not getattr(cpp_extension.load_inline, "_rescore_prebuilt", False):
+            cpp_extension.load_inline = _load_inline_prebuilt(cpp_extension.load_inline)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    return folder
+
+
+def _load_inline_prebuilt(original):
+    """`load_inline`, importing the library already built for a call of the same content when there
+    is one (the prebuild's, or one a worker built for this source: same folder, same build key, same
+    fingerprint, library present); anything else builds as usual, and is remembered."""
+
+    def load_inline(*args, **kwargs):
+        library = _prebuilt_library(original, args, kwargs)
+        if library is not None:
+            from torch.utils import cpp_extension
+
+            path, module_name, is_python_module = library
+            return cpp_extension._import_module_from_library(module_name, str(path), is_python_module)
+        result = original(*args, **kwargs)
+        _remember(original, args, kwargs)
+        return result
+
+    load_inline._rescore_prebuilt = True
+    load_inline.__wrapped__ = original
+    return load_inline
+
+
+def _built_calls(folder: Path) -> list[tuple[str, str, str]]:
+    """(build dir name, fingerprint, module name) of every library recorded for this source's folder
+    under the current build key: the prebuild's (`build.json`), then the workers' (`calls/`)."""
+    key = build_key()
+    found: list[tuple[str, str, str]] = []
+    try:
+        record = json.loads((folder / MARKER).read_text())
+        if record.get("ok") and record.get("key") == key:
+            found += [tuple(c) for c in record.get("calls") or [] if len(c) == 3]
+    except (OSError, ValueError):
+        pass
+    for path in sorted((folder / CALLS).glob("*.json")):
+        try:
+            call = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if call.get("key") == key:
+            found.append((call.get("name"), path.stem, call.get("module")))
+    return found
+
+
+def _prebuilt_library(original, args: tuple, kwargs: dict) -> tuple[Path, str, bool] | None:
+    """(folder, module name, is_python_module) of an already built library for this call, or None."""
+    from torch.utils import cpp_extension
+
+    active = PrebuiltState.active
+    if active is None or not hasattr(cpp_extension, "_import_module_from_library"):
+        return None
+    try:
+        bound = inspect.signature(original).bind(*args, **kwargs)
+    except TypeError:
+        return None
+    if bound.arguments.get("build_directory"):
+        return None
+    fingerprint = call_fingerprint(original, args, kwargs)
+    is_python_module = bool(bound.arguments.get("is_python_module", True))
+    known = PrebuiltState.built.get((str(active), fingerprint))
+    candidates = [known] if known else []
+    candidates += [(str(active / d), m) for d, f, m in _built_calls(active) if f == fingerprint and d and m]
+    for folder, module_name in candidates:
+        if (Path(folder) / f"{module_name}.so").is_file():
+            return Path(folder), module_name, is_python_module
+    return None
+
+
+def _remember(original, args: tuple, kwargs: dict) -> None:
+    """Record the library `load_inline` just built in the active folder, by its fingerprint: in this
+    process, and as `calls/<fingerprint>.json` for the workers after it (written whole, then renamed)."""
+    from torch.utils import cpp_extension
+
+    fingerprint = call_fingerprint(original, args, kwargs)
+    try:
+        bound = inspect.signature(original).bind(*args, **kwargs)
+    except TypeError:
+        return
+    active = PrebuiltState.active
+    if active is None or fingerprint is None or bound.arguments.get("build_directory"):
+        return
+    name = str(bound.arguments.get("name"))
+    versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
+    version = versioner.get_version(name) if versioner is not None else None
+    module_name = name if not version else f"{name}_v{version}"
+    if not (active / name / f"{module_name}.so").is_file():
+        return  # built somewhere else (TORCH_EXTENSIONS_DIR changed by the candidate): not ours to record
+    PrebuiltState.built[(str(active), fingerprint)] = (str(active / name), module_name)
+    try:
+        folder = active / CALLS
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{fingerprint}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"name": name, "module": module_name, "key": build_key()}))
+        os.replace(tmp, folder / f"{fingerprint}.json")
+    except OSError:  # a read-only cache: this process still reuses it
+        pass
+
+
+def recorded_failure(source: str, root: str | os.PathLike | None = None) -> str | None:
+    """The compiler error the prebuild recorded for this source (None: built, or never tried).
+
+    Lets a check worker record `compile_error` without compiling a known-bad source a second time."""
+    try:
+        record = json.loads((extensions_dir(source, root) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("ok") or record.get("transient") or record.get("key") != build_key():
+        return None
+    return f"load_inline build failed (prebuild): {record.get('error') or ''}"
