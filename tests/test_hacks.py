@@ -4,6 +4,7 @@ its worker: the file it tries to write does not exist, the fixture it tries to d
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,11 @@ from conftest import REPO, TOY, toy_submission
 
 from rescore.engine.check import detect_language
 from rescore.engine.runner import RunConfig, run_submission
+from rescore.inputs.strategies import STRATEGIES
 from rescore.model.findings import FINDINGS, split
 from rescore.model.outcomes import ALL_OUTCOMES, FLAGGING
 from rescore.model.records import Submission
+from rescore.worker.experiments import Cause
 
 HACKS = REPO / "tests" / "fixtures" / "hacks"
 CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=30, load_timeout_s=300)
@@ -31,10 +34,10 @@ def _outcomes(value: str | list[str] | None) -> set[str] | None:
 
 
 # hack -> (fuzz outcomes allowed, findings required on the fuzz case, fixed outcomes allowed or None
-# when the fixed check is not run), from tests/fixtures/hacks/expected.yaml (tools/hack_corpus.py
-# reads it too).
-EXPECTED: dict[str, tuple[set[str], set[str], set[str] | None]] = {
-    name: (_outcomes(e["fuzz"]), set(e["findings"]), _outcomes(e["fixed"]))
+# when the fixed check is not run, the cause every flagged fuzz case names or None, the strategies
+# it runs or None for CFG's), from tests/fixtures/hacks/expected.yaml (tools/hack_corpus.py reads it too).
+EXPECTED: dict[str, tuple[set[str], set[str], set[str] | None, str | None, dict | None]] = {
+    name: (_outcomes(e["fuzz"]), set(e["findings"]), _outcomes(e["fixed"]), e.get("cause"), e.get("strategies"))
     for name, e in yaml.safe_load((HACKS / "expected.yaml").read_text()).items()
 }
 
@@ -51,19 +54,26 @@ def test_the_corpus_is_complete():
     files = {p.stem for p in HACKS.glob("*.py") if not p.name.startswith("_")}
     assert files == set(EXPECTED)
     assert len(EXPECTED) >= 15
-    for outcomes, findings, _ in EXPECTED.values():
+    for outcomes, findings, _, cause, strategies in EXPECTED.values():
         assert outcomes <= set(ALL_OUTCOMES) and findings <= set(FINDINGS)
+        assert cause is None or cause in {c.value for c in Cause}
+        assert strategies is None or set(strategies) <= set(STRATEGIES)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_hack_is_caught_and_harms_nothing(name, worker):
-    outcomes, findings, fixed = EXPECTED[name]
+    outcomes, findings, fixed, cause, strategies = EXPECTED[name]
     escape = Path("/tmp/rescore-hack-escape.txt")
     escape.unlink(missing_ok=True)
     cfg = HANG_CFG if name == "infinite_loop" else CFG
+    if strategies:
+        cfg = replace(cfg, strategies=strategies)
     rows = run_submission(hack(name), cfg, worker, fixed=fixed is not None)
     fuzz = [r for r in rows if r["oracle"] == "fuzz"]
     assert fuzz and all(r["outcome"] in outcomes for r in fuzz), [(r["outcome"], r.get("reason")) for r in fuzz]
+    if cause is not None:
+        assert all(r.get("cause") == cause for r in fuzz if r["outcome"] in FLAGGED), [
+            (r["outcome"], r.get("cause"), r.get("reason")) for r in fuzz]
     for r in fuzz:
         assert findings <= split(r.get("findings")), (r.get("findings"), r.get("reason"))
     if fixed is not None:

@@ -27,15 +27,18 @@ TOY_PROBLEM = REPO / "tests" / "fixtures" / "toy" / "problem_scale.py"
 CONTROL = REPO / "tests" / "fixtures" / "toy" / "torch_correct.py"
 
 
-def expected() -> dict[str, tuple[set[str], set[str], set[str] | None]]:
-    """hack -> (fuzz outcomes allowed, findings required, fixed outcomes allowed or None: not run)."""
+def expected() -> dict[str, tuple[set[str], set[str], set[str] | None, str | None, dict | None]]:
+    """hack -> (fuzz outcomes allowed, findings required, fixed outcomes allowed or None: not run,
+    the cause every flagged fuzz case must name or None, the strategies it runs or None: one
+    `default` case)."""
     named = {"FLAGGED": set(FLAGGING), "PASS": {"pass"}}
 
     def outcomes(value: str | list[str] | None) -> set[str] | None:
         return None if value is None else set(named[value] if isinstance(value, str) else value)
 
     table = yaml.safe_load((HACKS / "expected.yaml").read_text())
-    return {name: (outcomes(e["fuzz"]), set(e["findings"]), outcomes(e["fixed"])) for name, e in table.items()}
+    return {name: (outcomes(e["fuzz"]), set(e["findings"]), outcomes(e["fixed"]), e.get("cause"), e.get("strategies"))
+            for name, e in table.items()}
 
 
 def toy(candidate: Path, name: str) -> Submission:
@@ -59,24 +62,31 @@ def main(argv: list[str] | None = None) -> int:
     table = expected()
     worker = Worker(args.device, cfg.budget)
     print(f"device {args.device}; network isolation: {' '.join(network_isolation()) or 'audit hook only'}")
-    print("| hack | fixed check | fuzz | findings | control after | as expected |")
-    print("|---|---|---|---|---|---|")
+    print("| hack | fixed check | fuzz | findings | cause (else pattern) | control after | as expected |")
+    print("|---|---|---|---|---|---|---|")
     bad = 0
     try:
         for name in args.only or sorted(table):
-            outcomes, findings, fixed = table[name]
+            outcomes, findings, fixed, cause, strategies = table[name]
             start = time.perf_counter()
-            rows = run_submission(toy(HACKS / f"{name}.py", name), hang if name == "infinite_loop" else cfg, worker)
+            run_cfg = hang if name == "infinite_loop" else cfg
+            if strategies:
+                run_cfg = replace(run_cfg, strategies=strategies)
+            rows = run_submission(toy(HACKS / f"{name}.py", name), run_cfg, worker)
             control = run_submission(toy(CONTROL, CONTROL.stem), cfg, worker)
             fx = next(r for r in rows if r["oracle"] == "fixed")
             fz = [r for r in rows if r["oracle"] == "fuzz"]
             found = set().union(*(split(r.get("findings")) for r in fz))
             ok_control = all(r["outcome"] == "pass" and not r.get("findings") for r in control)
+            flagged = [r for r in fz if r["outcome"] in FLAGGING]
+            why = next((r.get("cause") or r.get("diagnosis") for r in flagged if r.get("cause") or r.get("diagnosis")),
+                       "")
             ok = (all(r["outcome"] in outcomes for r in fz) and findings <= found and ok_control
-                  and (fixed is None or fx["outcome"] in fixed))
+                  and (fixed is None or fx["outcome"] in fixed)
+                  and (cause is None or all(r.get("cause") == cause for r in flagged)))
             bad += not ok
             print(f"| {name} | {fx['outcome']} | {', '.join(sorted({r['outcome'] for r in fz}))} | "
-                  f"{', '.join(sorted(found))} | {'pass' if ok_control else 'FAILED'} | "
+                  f"{', '.join(sorted(found))} | {why} | {'pass' if ok_control else 'FAILED'} | "
                   f"{'yes' if ok else 'NO'} ({time.perf_counter() - start:.1f} s) |", flush=True)
             if not ok:
                 for r in rows + control:

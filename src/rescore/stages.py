@@ -204,6 +204,8 @@ def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
                     "outcome",
                     "reason",
                     "diagnosis",
+                    "cause",
+                    "cause_evidence",
                     "max_abs_err",
                     "max_rel_err",
                     "err_ulp",

@@ -205,7 +205,8 @@ def rescored_table(
     The illusion rate is over the claimed-correct submissions that fuzzing could run: those the
     benchmark calls correct (its `claimed_verdict`; in a dump without claims, rescore's copy of its
     check stands in, `basis` = fixed) that fuzzing flags. First-failure outcomes of the illusions
-    are counted per outcome; diagnoses too, where the illusion table has a diagnosis column; and
+    are counted per outcome; diagnoses too, where the illusion table has a diagnosis column; every
+    flagged submission is counted by its confirmed cause (`by_cause`, else its value pattern); and
     so are their severity tiers (severity.py: `tier_<tier>` illusions, with a 95% Wilson interval
     on their share of the claimed-correct that fuzzing could run, `tier_<tier>_lo` / `_hi`)."""
     subs = submissions.copy()
@@ -220,6 +221,8 @@ def rescored_table(
     diag_col = next((c for c in ("first_failure_diagnosis", "diagnosis") if c in illusion.columns), None)
     if diag_col:
         keep.append(diag_col)
+    if "cause" in illusion.columns:
+        keep.append("cause")
     df = subs[["submission_id", "dump", "problem_id", "claimed_verdict", "ingest_error"]].merge(
         illusion[keep].drop_duplicates("submission_id"), on="submission_id", how="left"
     )
@@ -282,7 +285,21 @@ def _summary(dump: str, g: pd.DataFrame, diag_col: str | None, degenerate_ids: s
         row["by_diagnosis"] = json.dumps({str(k): int(v) for k, v in sorted(diag.items())})
     else:
         row["by_diagnosis"] = None
+    row["by_cause"] = _by_cause(ok[ok["fuzz_verdict"] == "flagged"], diag_col)
     return row
+
+
+def _by_cause(flagged: pd.DataFrame, diag_col: str | None) -> str | None:
+    """Flagged submissions counted by the cause an experiment confirmed; one no experiment explained
+    is counted by its value pattern, as `pattern:<diagnosis>`."""
+    if "cause" not in flagged:
+        return None
+    causes = flagged["cause"].fillna("")
+    if diag_col:
+        pattern = "pattern:" + flagged[diag_col].fillna("").replace("", "none")
+        causes = causes.where(causes != "", pattern)
+    counts = causes.replace("", "pattern:none").value_counts()
+    return json.dumps({str(k): int(v) for k, v in sorted(counts.items())})
 
 
 def _table_name(name: str) -> str | None:

@@ -150,6 +150,20 @@ def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
     return str(kinds.mode().iloc[0])
 
 
+def submission_cause(fuzz: pd.DataFrame) -> tuple[str | None, str | None]:
+    """(cause, evidence) of a flagged submission: the cause most of its failing cases' experiments
+    confirmed (worker/experiments.py), with the evidence of the first such case; (None, None) when no
+    experiment confirmed one (its `diagnosis` then says what the values show)."""
+    if "cause" not in fuzz:
+        return None, None
+    bad = fuzz[fuzz["outcome"].isin(FLAGGING) & fuzz["cause"].fillna("").ne("")]
+    if bad.empty:
+        return None, None
+    cause = str(bad["cause"].mode().iloc[0])
+    first = bad[bad["cause"] == cause].sort_values(FIRST_FAILURE_ORDER).iloc[0]
+    return cause, first.get("cause_evidence")
+
+
 def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
     """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion, and
     for a flagged one its severity tier (severity.py). Fuzz cases in dtypes the submission does not
@@ -177,6 +191,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
             fuzz_verdict = "pass"
         stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
         first = _first_failure(fuzz)
+        cause, evidence = submission_cause(fuzz)
         severity = None
         if fuzz_verdict == "flagged":
             judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
@@ -210,6 +225,8 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "first_failure_replay": first.get("replay") if first else None,
                 "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
                 "diagnosis": submission_diagnosis(fuzz),
+                "cause": cause,
+                "cause_evidence": evidence,
                 "severity": severity,
             }
         )

@@ -89,6 +89,8 @@ def summarize(rows: list[dict]) -> dict:
             "shapes": r.get("shapes"),
             "max_abs_err": r.get("max_abs_err"),
             "reason": r.get("reason"),
+            "cause": r.get("cause"),
+            "cause_evidence": r.get("cause_evidence"),
             "replay": r.get("replay"),
         }
         for r in fuzz
@@ -143,6 +145,8 @@ def human_summary(doc: dict, sub: Submission, device: str) -> str:
         )
         for text in (first.get("reason") or "").splitlines():
             lines.append(f"    {text}")
+        if first.get("cause"):
+            lines.append(f"  cause (confirmed by experiment): {first['cause']}: {first.get('cause_evidence')}")
         lines.append(f"  replay: {first['replay']}")
     if fx["verdict"] == "pass" and fz["verdict"] == "flagged":
         lines.append("  ILLUSION: the benchmark's check passes this kernel, fuzzing flags it.")

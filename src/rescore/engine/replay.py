@@ -112,6 +112,8 @@ def replay_cli(args: argparse.Namespace) -> int:
     print(f"inputs_hash: {row.get('inputs_hash')}")
     if row.get("reason"):
         print(row["reason"])
+    if row.get("cause"):
+        print(f"cause (confirmed by experiment): {row['cause']}: {row.get('cause_evidence')}")
     if expected is not None:
         same_inputs = (expected.get("inputs_hash") in (None, row.get("inputs_hash"))
                        and expected.get("sizes") in (None, row.get("sizes")))  # sizes: the init inputs too

@@ -80,6 +80,12 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             "boundary", "boundary", ("normal",), description="sizes 1, 2, 3, 7, 127, 129, 1025, ... (off powers of two)"
         ),
+        Strategy(
+            "benchmark_shape",
+            "fixed",
+            ("normal",),
+            description="the benchmark's own sizes, N(0,1) values from fuzz seeds (not the benchmark's seed)",
+        ),
         Strategy("regular", "regular", ("normal",), description="power-of-two sizes only"),
         Strategy("single_dtype_fp32", "default", ("normal",), dtypes=("float32",), description="default, float32 only"),
         Strategy("single_dtype_fp16", "default", ("normal",), dtypes=("float16",), description="default, float16 only"),
@@ -128,8 +134,9 @@ def get_strategy(name: str) -> Strategy:
 # `default` and `boundary` alone missed what only values, layouts or the op's domain expose.
 STUDY = "study"
 STUDY_MIX = {
-    "default": 22,
-    "boundary": 22,
+    "default": 21,
+    "boundary": 21,
+    "benchmark_shape": 2,
     "regular": 8,
     "single_dtype_fp32": 8,
     "single_dtype_fp16": 8,

@@ -71,6 +71,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("n_mismatch", _I),
             ("first_mismatch", _S),  # JSON index of the worst element
             ("diagnosis", _S),  # the failure's pattern (oracle/diagnose.py)
+            ("cause", _S),  # the cause a second experiment confirmed (worker/experiments.py), if any
+            ("cause_evidence", _S),  # what that experiment saw
             ("policy_ratios", _S),  # JSON {policy: max err/bound}; <= 1 passes that policy
             ("tolerance_policy", _S),
             ("atol", _F),

@@ -20,9 +20,10 @@ from rescore.inputs.strategies import CaseSpec
 from rescore.oracle import judge
 from rescore.oracle.reference import ReferenceRejects, flatten, scrub, seed_generators
 from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
-from rescore.worker import case_inputs
+from rescore.worker import case_inputs, explain
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
+from rescore.worker.experiments import CaseTrace
 from rescore.worker.integrity import digest, digests
 from rescore.worker.loading import cannot_run
 from rescore.worker.placement import judged_where, lowp
@@ -56,6 +57,10 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
     if override and "repeat" in override:
         repeat = int(override["repeat"])
     problem, schema = ctx.loaded.problem, ctx.loaded.schema
+
+    def again(strategy: str, seed: int, dtype: str, trigger: dict) -> dict:  # an experiment's case
+        return run_case(ctx, strategy, seed, dtype, trigger, 1)
+
     attempt_seed, last = seed, ""
     decoy = not override and ctx.decoys.due()
     for attempt in range(SIZE_RETRIES):
@@ -63,7 +68,7 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
             spec = case_inputs.draw(problem, schema, ctx.budget, strategy, attempt_seed, dtype, override)
         row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
         try:
-            return run_spec(ctx, spec, row, repeat, decoy=decoy)
+            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
         except ReferenceRejects as rejected:
             if override:
                 return dict(row, outcome="skipped", reason=f"the float64 reference rejects this input: {rejected}")
@@ -74,7 +79,7 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
             spec = case_inputs.held_draw(problem, schema, ctx.budget, strategy, sub_seed(seed, f"held{attempt}"), dtype)
         row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
         try:
-            return run_spec(ctx, spec, row, repeat, decoy=decoy)
+            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
         except ReferenceRejects as rejected:
             last = str(rejected)
     where = ctx.loaded.job["problem"]["path"]
@@ -94,6 +99,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     problem, schema = loaded.problem, loaded.schema
     assert problem is not None and loaded.candidate is not None and schema is not None
     device, tdtype = ctx.device, torch_dtype(spec.dtype)
+    ctx.explainer.trace = None
     with phases("make_inputs"):
         inputs64, init = case_inputs.make_inputs(problem, schema, device, spec)
     row["shapes"] = json.dumps([list(x.shape) if isinstance(x, torch.Tensor) else None for x in inputs64])
@@ -193,6 +199,10 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
                 verdict = judge.judge_rerun(out, again, truths, lowps, tdtype, spec.dtype, row["reduction_len"],
                                             verdict, structural, terms, device=device, overrides=overrides,
                                             place=place)
+    ctx.explainer.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
+                                    structural, terms, row["reduction_len"])
+    if verdict["outcome"] == "pass":
+        verdict = explain.second_call(ctx, ctx.explainer.trace) or verdict
     return dict(row, **verdict)
 
 

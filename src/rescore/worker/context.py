@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from rescore.oracle.reference import Reference
+from rescore.worker.experiments import Explainer
 from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.phases import Phases
@@ -50,3 +51,4 @@ class WorkerContext(Protocol):
     reference: Reference
     decoys: DecoySchedule
     phases: Phases
+    explainer: Explainer

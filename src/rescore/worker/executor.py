@@ -18,6 +18,7 @@ from rescore.runtime import interpreter
 from rescore.worker import case, confine, fixed, loading, timing
 from rescore.worker.context import DecoySchedule
 from rescore.worker.exceptions import Verdict
+from rescore.worker.experiments import Explainer
 from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
@@ -56,6 +57,7 @@ class Executor:
         self.reference = Reference()  # the case's float64 reference
         self.placement = TruthPlacement(device)  # where the case's float64 truth is computed
         self.decoys = DecoySchedule(device)  # which fuzz cases start with the decoy call
+        self.explainer = Explainer()  # the experiments that confirm a failure's cause (`explain.py`)
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against (`Guard.arm`)."""
@@ -72,6 +74,7 @@ class Executor:
         self.reference.model64 = None
         loading.forget_previous()
         self.decoys.reset()
+        self.explainer.reset()
         self.placement.for_problem(job["problem"].get("problem_id"))
         self.guard.forget_load_findings()
         self.guard.begin()

@@ -13,6 +13,7 @@ from typing import Any
 
 from rescore.model.findings import merge
 from rescore.worker import confine
+from rescore.worker.experiments import NUMERICS_FLAGS
 from rescore.worker.integrity import Harness, problem_snapshot
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
@@ -34,6 +35,7 @@ class Guard:
         self.findings: set[str] = set()
         self.details: list[str] = []
         self.restart = False
+        self.changed_numerics: set[str] = set()  # numerics flags the candidate set in this request's calls
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
@@ -86,6 +88,7 @@ class Guard:
         with self.phases("police"):
             if self.harness is not None:
                 changed = self.harness.restore()
+                self.changed_numerics.update(c for c in changed if c in NUMERICS_FLAGS)
                 if changed:
                     self.found("patched_harness", "patched " + ", ".join(changed[:4]))
             if snap is not None:
@@ -115,6 +118,7 @@ class Guard:
     def begin(self) -> None:
         """A new request: no findings of its own yet."""
         self.findings, self.details = set(), []
+        self.changed_numerics = set()
 
     def forget_load_findings(self) -> None:
         """A new submission: no findings of its load yet."""

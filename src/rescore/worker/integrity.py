@@ -186,6 +186,10 @@ def _torch_state() -> dict[str, Any]:
         "num_threads": torch.get_num_threads(),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "cuda_matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cuda_matmul_reduced": (
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        ),
         "cudnn": (
             torch.backends.cudnn.enabled,
             torch.backends.cudnn.allow_tf32,
@@ -216,6 +220,9 @@ def _put_torch_state(name: str, value: Any) -> None:
         torch.set_float32_matmul_precision(value)
     elif name == "cuda_matmul_tf32":
         torch.backends.cuda.matmul.allow_tf32 = value
+    elif name == "cuda_matmul_reduced":
+        m = torch.backends.cuda.matmul
+        m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction = value
     elif name == "cudnn":
         b = torch.backends.cudnn
         b.enabled, b.allow_tf32, b.deterministic, b.benchmark = value

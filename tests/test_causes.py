@@ -1,0 +1,129 @@
+"""Causes confirmed by a second experiment (worker/experiments.py, issue 21): each fixture in
+tests/fixtures/causes/ fails for one known reason, and the row of its failing case names that cause
+with the experiment's evidence; a correct kernel's rows name none."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import REPO, toy_submission
+
+from rescore.engine.check import detect_language
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.model.records import Problem, Submission
+from rescore.worker import experiments
+
+CAUSES = REPO / "tests" / "fixtures" / "causes"
+HACKS = REPO / "tests" / "fixtures" / "hacks"
+CFG = RunConfig(strategies={"default": 2, "boundary": 1}, dtypes=("float32", "float16"), timeout_s=60,
+                load_timeout_s=300)
+
+
+def submission(problem: str, candidate: str, folder=CAUSES) -> Submission:
+    path = CAUSES / problem if (CAUSES / problem).exists() else REPO / "tests" / "fixtures" / "toy" / problem
+    p = Problem(problem_id=f"causes/{path.stem}", source=path.read_text(), path=str(path), op=path.stem)
+    src = (folder / candidate).read_text()
+    return Submission(name=candidate.removesuffix(".py"), problem=p, source=src, path=str(folder / candidate),
+                      language=detect_language(src), dtypes=("float32", "float16"))
+
+
+# fixture -> (problem, the cause every failing fuzz case names, an excerpt of its evidence)
+EXPECTED = {
+    "matmul_tf32.py": ("problem_matmul.py", "precision_downgrade", "cuda_matmul_tf32"),
+    "scale_output_buffer.py": ("problem_scale.py", "output_aliasing", "overwrote output 0"),
+    "scale_fixed_batch.py": ("problem_scale.py", "shape_specialised", "passes at the benchmark's sizes"),
+    "scale_float32_bits.py": ("problem_scale.py", "dtype_specialised", "passes at float32"),
+}
+
+
+@pytest.mark.parametrize("candidate", sorted(EXPECTED))
+def test_the_experiment_confirms_the_cause(candidate, worker):
+    problem, cause, evidence = EXPECTED[candidate]
+    rows = [r for r in run_submission(submission(problem, candidate), CFG, worker) if r["oracle"] == "fuzz"]
+    failed = [r for r in rows if r["outcome"] != "pass"]
+    assert failed, "the fixture must fail somewhere"
+    for r in failed:
+        assert r.get("cause") == cause, (r["outcome"], r.get("reason"), r.get("cause"), r.get("cause_evidence"))
+        assert evidence in r["cause_evidence"], r["cause_evidence"]
+
+
+def test_a_pointer_keyed_cache_is_result_reuse(worker):
+    rows = run_submission(submission("problem_scale.py", "cache_by_ptr.py", folder=HACKS),
+                          RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60), worker, fixed=False)
+    (row,) = [r for r in rows if r["oracle"] == "fuzz"]
+    assert row["outcome"] == "mismatch" and row["cause"] == "result_reuse", row
+    assert "earlier call on the same tensors" in row["cause_evidence"]
+
+
+def test_a_second_call_answering_for_the_first_is_result_reuse(worker):
+    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60)
+    rows = run_submission(submission("problem_scale.py", "scale_stale_input.py"), cfg, worker, fixed=False)
+    first, second = [r for r in rows if r["oracle"] == "fuzz"]
+    assert first["outcome"] == "mismatch" and first["cause"] == "result_reuse", first
+    assert first["reason"].startswith("a second call on fresh tensors of the same shape with other values "
+                                      "returned the first call's answer"), first["reason"]
+    assert second["outcome"] == "pass" and not second.get("cause")  # asked once per dtype of a load
+
+
+def test_an_input_written_is_input_mutation(worker):
+    rows = run_submission(toy_submission("problem_scale.py", "mutates.py", dtypes=("float32",)),
+                          RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60), worker, fixed=False)
+    (row,) = [r for r in rows if r["oracle"] == "fuzz"]
+    assert row["outcome"] == "mutated_input" and row["cause"] == "input_mutation", row
+
+
+def test_a_correct_kernel_names_no_cause(worker):
+    rows = run_submission(toy_submission("problem_scale.py", "scale_correct.py"), CFG, worker)
+    assert rows and all(r["outcome"] == "pass" and not r.get("cause") for r in rows), rows
+
+
+def test_pinned_numerics_drops_writes_and_restores():
+    before = experiments.numerics_state()
+    with experiments.pinned_numerics() as pin:
+        torch.backends.cuda.matmul.allow_tf32 = not before["cuda_matmul_tf32"]
+        torch.backends.cudnn.allow_tf32 = not before["cudnn.allow_tf32"]
+        torch.set_float32_matmul_precision("medium")
+        assert experiments.numerics_state() == before
+    assert {"cublas_allow_tf32", "cudnn.allow_tf32", "float32_matmul_precision"} <= set(pin.dropped)
+    torch.backends.cudnn.allow_tf32 = not before["cudnn.allow_tf32"]  # writes apply again after the block
+    assert torch.backends.cudnn.allow_tf32 != before["cudnn.allow_tf32"]
+    torch.backends.cudnn.allow_tf32 = before["cudnn.allow_tf32"]
+    assert experiments.numerics_state() == before
+
+
+def test_serialised_streams_counts_switches_and_restores():
+    stream_fn, set_stream = torch.cuda.stream, torch.cuda.set_stream
+    with experiments.serialised_streams() as seen:
+        with torch.cuda.stream(object()):
+            pass
+        torch.cuda.set_stream(object())
+        with torch.cuda.stream(None):  # no stream asked for: not a switch
+            pass
+    assert seen.switches == 2
+    assert torch.cuda.stream is stream_fn and torch.cuda.set_stream is set_stream
+
+
+def test_flagged_submissions_are_counted_by_cause():
+    import pandas as pd
+
+    from rescore.analysis.rescored import rescored_table
+    from rescore.analysis.study import submission_cause
+
+    fuzz = pd.DataFrame({
+        "outcome": ["mismatch", "mismatch", "nonfinite", "pass"],
+        "cause": ["precision_downgrade", "precision_downgrade", None, None],
+        "cause_evidence": ["flags a", "flags b", None, None],
+        "strategy": ["default", "values", "boundary", "default"],
+        "dtype": ["float32"] * 4,
+        "case_index": [1, 0, 0, 0],
+    })
+    assert submission_cause(fuzz) == ("precision_downgrade", "flags a")
+    assert submission_cause(fuzz[fuzz["cause"].isna()]) == (None, None)
+    subs = pd.DataFrame({"submission_id": ["a", "b", "c"], "dump": ["d"] * 3, "problem_id": ["p"] * 3,
+                         "claimed_verdict": [None] * 3, "ingest_error": [None] * 3})
+    illusion = pd.DataFrame({"submission_id": ["a", "b", "c"], "fixed_verdict": ["pass"] * 3,
+                             "fuzz_verdict": ["flagged", "flagged", "pass"],
+                             "diagnosis": ["constant_factor", "tail_region", None],
+                             "cause": ["precision_downgrade", None, None]})
+    (row,) = rescored_table(illusion, subs).to_dict("records")
+    assert row["by_cause"] == '{"pattern:tail_region": 1, "precision_downgrade": 1}'
