@@ -28,7 +28,7 @@ def worker():
 
 
 def toy_submission(problem: str, candidate: str, **kw):
-    from rescore.engine.check import detect_language
+    from rescore.model.language import detect_language
     from rescore.model.records import Problem, Submission
 
     p = Problem(

@@ -16,11 +16,12 @@ import pytest
 import torch
 from conftest import REPO
 
-from rescore.engine.check import check_pair, pair_from_files
+from rescore.engine.check import check_pair
 from rescore.engine.runner import RunConfig, run_submission
 from rescore.ingest import ADAPTERS, read_dump
 from rescore.ingest.annotations import AnnotationError
 from rescore.ingest.common import ingest_error
+from rescore.ingest.files import pair_from_files
 from rescore.model.records import cuda_only, load_module
 
 FIX = REPO / "tests" / "fixtures" / "dumps"

@@ -72,8 +72,8 @@ def test_a_corpus_pair_replays_with_the_corpus_schema_and_a_half_linear_layer_ke
     now uses the rounded weights."""
     import torch
 
-    from rescore.engine.check import pair_from_files
     from rescore.engine.replay import replay_case
+    from rescore.ingest.files import pair_from_files
     from rescore.worker.executor import _round_parameters
 
     ops = REPO / "src" / "rescore" / "corpus" / "ops" / "linear_gelu"

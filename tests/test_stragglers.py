@@ -12,9 +12,10 @@ from conftest import REPO, toy_submission
 
 from rescore.analysis.study import illusion_table
 from rescore.analysis.uncertainty import statement
-from rescore.engine.check import detect_language, summarize
+from rescore.engine.check import summarize
 from rescore.engine.pacing import SUBMISSION_BUDGET_S, Pace, settled_reason, stopped_early, submission_budget
 from rescore.engine.runner import RunConfig, job_of, run_submission
+from rescore.model.language import detect_language
 from rescore.model.records import Submission
 
 ROW = {"outcome": "crash", "reason": "the worker died"}

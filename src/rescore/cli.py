@@ -41,8 +41,9 @@ def _config(args: argparse.Namespace):
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rescore.engine.check import check_pair, human_summary, pair_from_files
+    from rescore.engine.check import check_pair, human_summary
     from rescore.engine.runner import Progress, plan_cases
+    from rescore.ingest.files import pair_from_files
     from rescore.inputs.strategies import STRATEGIES
 
     for name in [] if args.strategies == STUDY else args.strategies.split(","):

@@ -12,9 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from rescore.engine.check import pair_from_files
 from rescore.engine.runner import RunConfig, job_of, resolve_device
 from rescore.engine.sandbox import Worker, run_with_retry
+from rescore.ingest.files import pair_from_files
 
 
 def find_failure(failure_id: str, results: str) -> dict:

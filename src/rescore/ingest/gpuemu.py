@@ -23,10 +23,10 @@ import ast
 import json
 from pathlib import Path
 
-from rescore.engine.check import detect_language
 from rescore.ingest.annotations import LABELS
 from rescore.ingest.common import ProblemIds, broken, materialise, normalize_dtypes, normalize_verdict, slug
 from rescore.ingest.templates import GPUEMU_PROBLEM, GPUEMU_SUBMISSION, identifier, literal, render
+from rescore.model.language import detect_language
 from rescore.model.records import CUDA_ONLY_MARKER, Problem, Submission
 
 
