@@ -183,3 +183,25 @@ class ProblemIds:
         digest = content_hash(source)
         first = self._seen.setdefault(base, digest)
         return base if first == digest else f"{base}@{digest[:8]}"
+
+
+def unreadable(path: str | os.PathLike) -> str | None:
+    """Why a dump file or folder cannot be read (missing, a loop of symlinks, no permission), or None."""
+    p = Path(path)
+    try:
+        if p.is_symlink():
+            p.resolve(strict=True)
+        if p.is_dir():
+            next(iter(os.scandir(p)), None)
+        else:
+            with open(p, "rb") as fh:
+                fh.read(1)
+    except FileNotFoundError:
+        return f"{p}: does not exist"
+    except RuntimeError:
+        return f"{p}: a loop of symbolic links"
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP
+            return f"{p}: a loop of symbolic links"
+        return f"{p}: cannot be read ({exc.strerror or exc})"
+    return None

@@ -30,9 +30,9 @@ from rescore.inputs.shapes import fit_budget
 from rescore.inputs.strategies import CaseSpec, get_strategy
 from rescore.inputs.values import LARGE_DRAW, fill
 from rescore.model.findings import merge
-from rescore.model.malformed import source_defect
 from rescore.model.records import load_module, module_int_names
 from rescore.model.schema import OpSchema, bound_sizes, infer_schema, input_shapes, largest_numel, schema_from_spec
+from rescore.model.sources import source_defect
 from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
 from rescore.oracle.fixed import WEIGHT_SEED, kernelbench_check
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios, torch_dtype
