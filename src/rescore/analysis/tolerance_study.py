@@ -19,7 +19,7 @@ import pandas as pd
 
 from rescore.analysis.study import LABELS, UNLABELLED, claimed, labels_note, observable, study_label, wilson
 from rescore.model.outcomes import FLAGGING
-from rescore.oracle.tolerance import DTYPES, FIXED_POLICIES
+from rescore.model.tolerances import DTYPES, FIXED_POLICIES
 
 TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change
 FIXED_JUDGED = (*FIXED_POLICIES, "reference-lowp")  # policies that need no calibration
