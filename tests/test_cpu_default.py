@@ -11,7 +11,7 @@ import yaml
 from conftest import REPO
 
 from rescore.corpus.catalog import load_corpus
-from rescore.engine.runner import plan_cases
+from rescore.engine.plan import plan_cases
 from rescore.inputs.strategies import STRATEGIES, get_strategy
 from rescore.model.schema import OpSchema
 from rescore.model.settings import effective_config, is_light, merge

@@ -17,8 +17,8 @@ CHECK_TIMEOUT_S = {"cpu": 30.0, "cuda": 120.0}
 
 
 def _config(args: argparse.Namespace):
-    from rescore.engine.pacing import SUBMISSION_BUDGET_S
-    from rescore.engine.runner import RunConfig, resolve_device
+    from rescore.model.run import SUBMISSION_BUDGET_S, RunConfig
+    from rescore.runtime.device import resolve_device
 
     device = resolve_device(args.device)
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
@@ -42,7 +42,8 @@ def _config(args: argparse.Namespace):
 
 def cmd_check(args: argparse.Namespace) -> int:
     from rescore.engine.check import check_pair, human_summary
-    from rescore.engine.runner import Progress, plan_cases
+    from rescore.engine.plan import plan_cases
+    from rescore.engine.runner import Progress
     from rescore.ingest.files import pair_from_files
     from rescore.inputs.strategies import STRATEGIES
 
@@ -97,7 +98,7 @@ def cmd_progress(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rescore.engine.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, SUBMISSION_BUDGET_S
+    from rescore.model.run import SETTLE_AFTER, SETTLE_TIMEOUT_S, SUBMISSION_BUDGET_S
 
     parser = argparse.ArgumentParser(prog="rescore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

@@ -6,17 +6,14 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from rescore.engine import shards as shards_
-from rescore.model.outcomes import FLAGGING
+from rescore.engine.config import run_config
+from rescore.model.outcomes import FLAGGING, settled_reason
 from rescore.model.records import submission_from_dict, submission_to_dict
 from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
-
-if TYPE_CHECKING:
-    from rescore.engine.runner import RunConfig
 
 log = logging.getLogger("rescore")
 # The stages that run kernels import the runner (and torch) inside their functions: the table
@@ -36,36 +33,6 @@ def setup_logging(path: str | None) -> None:
         previous(kind, value, tb)
 
     sys.excepthook = log_and_raise
-
-
-def run_config(config: dict) -> RunConfig:
-    """The run's settings from the validated Snakemake config."""
-    from rescore.engine.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, submission_budget
-    from rescore.engine.runner import RunConfig, resolve_device
-    from rescore.model.settings import effective_config
-
-    device = resolve_device(config.get("device", "auto"))
-    config = effective_config(config, device)
-    fuzz = config["fuzz"]
-    settle = config.get("settle") or {}
-    strategies = dict(fuzz["strategies"])
-    for name in config.get("study", {}).get("strategies", []):
-        strategies.setdefault(name, int(config["study"]["seeds"]))
-    return RunConfig(
-        device=device,
-        master_seed=int(config.get("master_seed", 0)),
-        strategies=strategies,
-        dtypes=tuple(fuzz["dtypes"]),
-        fixed_profile=config["fixed"]["profile"],
-        fixed_dtype=config["fixed"].get("dtype", "float32"),
-        calibration=dict(config.get("calibration", {}).get("strategies", {})),
-        timeout_s=float(config.get("timeout_s", 120)),
-        budget=int(config["budget"][device]),
-        submission_budget_s=submission_budget(config, device),
-        settle_after=int(settle.get("after", SETTLE_AFTER)),
-        settle_timeout_s=float(settle.get("timeout_s", SETTLE_TIMEOUT_S)),
-        dtypes_in_turn=bool(fuzz.get("dtypes_in_turn", False)),
-    )  # no stored-failure replay: the tables depend on the config and the dumps alone
 
 
 def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> None:
@@ -88,9 +55,9 @@ def run_shard(
     With `progress_dir`, keep the shard's progress file there (`rescore.engine.progress`); nothing is printed."""
     import time
 
-    from rescore.engine.pacing import settled_reason
+    from rescore.engine.plan import plan_cases
     from rescore.engine.progress import ShardProgress, write_plan
-    from rescore.engine.runner import plan_cases, run_submission
+    from rescore.engine.runner import run_submission
     from rescore.engine.sandbox import Worker
     from rescore.engine.shrink import first_fuzz_failure, shrunk_record
     from rescore.model.settings import setting_name
@@ -309,8 +276,8 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
 
 def static_archs(settings: dict) -> list[int]:
     """The archs the static study compiles for on this run's device (`light`'s where it applies)."""
-    from rescore.engine.runner import resolve_device
     from rescore.model.settings import effective_config
+    from rescore.runtime.device import resolve_device
 
     device = resolve_device(settings.get("device", "auto"))
     return list((effective_config(settings, device).get("static") or {}).get("archs") or (90, 80))

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 
 import pandas as pd
 
 from rescore.analysis.severity import benchmark_sizes, submission_tier
-from rescore.engine.pacing import stopped_early
-from rescore.model.outcomes import FLAGGING
+from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
+from rescore.model.outcomes import FLAGGING, stopped_early
 from rescore.model.records import claims_dtype
 from rescore.model.schema import largest_numel
 
@@ -79,11 +78,6 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     return (0.0 if k == 0 else min(p, centre - half), 1.0 if k == n else max(p, centre + half))
 
 
-def failure_id(row: dict) -> str:
-    text = f"{row['submission_id']}|{row['oracle']}|{row['strategy']}|{row['seed']}|{row['dtype']}"
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 def evaluation_fuzz(cases: pd.DataFrame) -> pd.DataFrame:
     return cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
 
@@ -119,10 +113,6 @@ def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
     flagged = flagged.join(meta, on="submission_id")
     flagged["failure_id"] = [failure_id(r) for r in flagged.to_dict("records")]
     return flagged.reset_index(drop=True)
-
-
-# A submission's first failure: the illusion table's first failing input, and the one shrunk.
-FIRST_FAILURE_ORDER = ["strategy", "dtype", "case_index"]
 
 
 def _first_failure(group: pd.DataFrame) -> dict | None:

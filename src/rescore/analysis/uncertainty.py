@@ -11,7 +11,7 @@ from collections import defaultdict
 import pandas as pd
 
 from rescore.analysis.study import GPU_ONLY_CLASSES, LABELS
-from rescore.engine.pacing import stopped_early
+from rescore.model.outcomes import stopped_early
 from rescore.model.schema import largest_numel
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rescore.engine.pacing import stopped_early
-from rescore.engine.runner import RunConfig, fuzz_verdict, run_submission
+from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
+from rescore.model.outcomes import fuzz_verdict, stopped_early
 from rescore.model.records import Submission
+from rescore.model.run import RunConfig
 
 
 def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, progress=None) -> tuple[dict, list[dict]]:

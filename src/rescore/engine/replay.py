@@ -12,9 +12,11 @@ import json
 import sys
 from pathlib import Path
 
-from rescore.engine.runner import RunConfig, job_of, resolve_device
+from rescore.engine.runner import job_of
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.ingest.files import pair_from_files
+from rescore.model.run import RunConfig
+from rescore.runtime.device import resolve_device
 
 
 def find_failure(failure_id: str, results: str) -> dict:

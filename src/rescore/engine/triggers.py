@@ -7,11 +7,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rescore.engine.runner import RunConfig, job_of
+from rescore.engine.runner import job_of
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.inputs.seeds import case_seed
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import Submission
+from rescore.model.run import RunConfig
 
 
 @dataclass

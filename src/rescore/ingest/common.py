@@ -20,7 +20,6 @@ from rescore.model.records import Problem, Submission, content_hash
 log = logging.getLogger("rescore.ingest")
 
 GENERATED_DIR = Path(".rescore-cache") / "generated"
-FUZZ_DTYPES = ("float32", "float16", "bfloat16")
 
 _VERDICTS = {
     "correct": "correct",

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rescore.runtime.device import machine_cores
+
 SRC_ROOT = Path(__file__).resolve().parents[2]
 
 # kind -> (module, job function, optional warm-up run once in the worker before forking)
@@ -141,8 +143,6 @@ def run_jobs(
     """
     if not jobs:
         return []
-    from rescore.engine.shards import machine_cores
-
     # no more workers than cores: each imports torch and triton (seconds) before its first job
     cores = machine_cores()
     parallel = max(1, min(parallel or cores, cores, len(jobs)))
