@@ -10,9 +10,10 @@ from pathlib import Path
 
 import yaml
 
+from rescore.model import paths
 from rescore.model.records import Problem, Submission
 
-CORPUS_ROOT = Path(__file__).resolve().parent / "ops"
+CORPUS_ROOT = paths.CORPUS_ROOT
 LABELS = ("correct", "buggy")
 LANGUAGES = ("triton", "cuda", "torch")
 REQUIRED = ("id", "label", "language")

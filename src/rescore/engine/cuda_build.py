@@ -38,11 +38,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.model.paths import CUDA_CACHE_DEFAULT, cuda_cache_root
 from rescore.model.records import Submission, content_hash
 
 log = logging.getLogger("rescore")
 
-DEFAULT_ROOT = Path(".rescore-cache") / "torch_extensions"
+DEFAULT_ROOT = CUDA_CACHE_DEFAULT
 MARKER = "build.json"
 COLUMNS = [
     "submission_id",
@@ -62,7 +63,7 @@ ERROR_CHARS = 4000
 
 def cache_root(root: str | os.PathLike | None = None) -> Path:
     """The builds' root folder: `root`, else $RESCORE_CUDA_CACHE, else .rescore-cache/torch_extensions."""
-    return Path(root or os.environ.get("RESCORE_CUDA_CACHE") or DEFAULT_ROOT).resolve()
+    return cuda_cache_root(root)
 
 
 def extensions_dir(source: str, root: str | os.PathLike | None = None) -> Path:

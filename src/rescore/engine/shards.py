@@ -18,13 +18,14 @@ import json
 import statistics
 from pathlib import Path
 
+from rescore.model.paths import SHARD_COSTS, SHARD_COSTS_CUDA
 from rescore.model.records import cuda_only
 from rescore.runtime.device import machine_cores
 
-COSTS = Path(__file__).resolve().parents[1] / "corpus" / "shard_costs.json"
+COSTS = SHARD_COSTS
 # On a GPU the costs differ in kind (Triton's JIT, not the interpreter, dominates a new size), so a
 # GPU run balances by the seconds a GPU run measured, where that file exists.
-COSTS_CUDA = Path(__file__).resolve().parents[1] / "corpus" / "shard_costs.cuda.json"
+COSTS_CUDA = SHARD_COSTS_CUDA
 
 
 def shard_threads(requested_cores: int | None) -> int:

@@ -15,11 +15,11 @@ import re
 import tempfile
 from pathlib import Path
 
+from rescore.model.paths import GENERATED_DIR
 from rescore.model.records import Problem, Submission, content_hash
 
 log = logging.getLogger("rescore.ingest")
 
-GENERATED_DIR = Path(".rescore-cache") / "generated"
 
 _VERDICTS = {
     "correct": "correct",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MODULE_CACHE = Path(".rescore-cache") / "modules"
+from rescore.model.paths import MODULE_CACHE
 
 
 def content_hash(*texts: str) -> str:

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rescore.model import paths
 from rescore.runtime.device import machine_cores
 
-SRC_ROOT = Path(__file__).resolve().parents[2]
+SRC_ROOT = paths.SRC_ROOT
 
 # kind -> (module, job function, optional warm-up run once in the worker before forking)
 KINDS: dict[str, tuple[str, str, str | None]] = {
