@@ -12,7 +12,7 @@ import pandas as pd
 from rescore.engine import shards as shards_
 from rescore.engine.config import run_config
 from rescore.model.outcomes import FLAGGING, settled_reason
-from rescore.model.records import submission_from_dict, submission_to_dict
+from rescore.model.records import LABELS, submission_from_dict, submission_to_dict
 from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
 
 log = logging.getLogger("rescore")
@@ -344,7 +344,6 @@ def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> Non
             shutil.copyfile(drawn[0], out)
         else:
             from rescore.analysis.figures import NO_LABELS, empty_figure
-            from rescore.analysis.study import LABELS
 
             why = "" if ill["label"].isin(LABELS).any() else (
                 f"\n{NO_LABELS}: a pair is a Triton kernel labelled buggy and the control it names")

@@ -10,7 +10,7 @@ import pandas as pd
 from rescore.analysis.severity import benchmark_sizes, submission_tier
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
 from rescore.model.outcomes import FLAGGING, stopped_early
-from rescore.model.records import claims_dtype
+from rescore.model.records import LABELS, claims_dtype
 from rescore.model.schema import largest_numel
 
 GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
@@ -21,9 +21,6 @@ out of recall: flagging one there would flag correct arithmetic."""
 OVERFLOW_ELEMENTS = 2**31  # a 32-bit element offset overflows only in a tensor at least this large
 
 
-LABELS = ("correct", "buggy")
-"""The labels recall and false positives are counted on. A submission with neither (every one of a
-real dump: `unknown`) is never a control or a bug; the study tables give it flag rates only."""
 UNLABELLED = "unlabelled"  # the study tables' label for a submission labelled neither correct nor buggy
 
 

@@ -17,8 +17,9 @@ import logging
 import numpy as np
 import pandas as pd
 
-from rescore.analysis.study import LABELS, UNLABELLED, claimed, labels_note, observable, study_label, wilson
+from rescore.analysis.study import UNLABELLED, claimed, labels_note, observable, study_label, wilson
 from rescore.model.outcomes import FLAGGING
+from rescore.model.records import LABELS
 from rescore.model.tolerances import DTYPES, FIXED_POLICIES
 
 TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change

@@ -11,10 +11,9 @@ from pathlib import Path
 import yaml
 
 from rescore.model import paths
-from rescore.model.records import Problem, Submission
+from rescore.model.records import LABELS, Problem, Submission
 
 CORPUS_ROOT = paths.CORPUS_ROOT
-LABELS = ("correct", "buggy")
 LANGUAGES = ("triton", "cuda", "torch")
 REQUIRED = ("id", "label", "language")
 

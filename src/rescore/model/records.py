@@ -18,6 +18,11 @@ from typing import Any
 
 from rescore.model.paths import MODULE_CACHE
 
+LABELS = ("correct", "buggy")
+"""The labels recall and false positives are counted on. A submission with neither (every one of a
+real dump: `unknown`) is never a control or a bug; the study tables give it flag rates only."""
+ALL_LABELS = (*LABELS, "unknown")  # every label a dump or the corpus may give a submission
+
 
 def content_hash(*texts: str) -> str:
     """A short, stable hash of source texts: the identity of problems and submissions."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.analysis.study import LABELS
+from rescore.model.records import LABELS
 from rescore.static.compile import ARCHS, compile_many
 from rescore.static.launches import capture_many
 from rescore.static.metrics import EXTRA_COLUMNS, METRIC_COLUMNS
