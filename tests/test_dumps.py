@@ -554,7 +554,7 @@ def test_rescored_table_counts_claims_reproductions_and_illusions():
 
 
 def test_degenerate_problems_zeros_pass_a_long_softmax_but_not_relu():
-    from rescore.analysis.rescored import degenerate_table
+    from rescore.engine.degenerate import degenerate_table
 
     problems = {s.problem.problem_id: s.problem for s in read_dump("kb", KB)}
     df = degenerate_table([("kb", problems["kb/level1/23"]), ("kb", problems["kb/level1/19"])], RunConfig())

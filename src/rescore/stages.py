@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.analysis.rescored import rescored_table
 from rescore.engine import shards as shards_
 from rescore.engine.config import run_config
+from rescore.engine.degenerate import degenerate_table, problems_of
 from rescore.model.outcomes import FLAGGING, settled_reason
 from rescore.model.records import LABELS, submission_from_dict, submission_to_dict
 from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
@@ -272,6 +274,19 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
         read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config
     )
     write_text(text, out)
+
+
+def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None) -> None:
+    """The degenerate-problems table for every problem of the dumps: each null candidate through the
+    benchmark's own check (no table schema yet: the frame is written as it is)."""
+    write_parquet(degenerate_table(problems_of(manifests), run_config(config), log_dir), out)
+
+
+def rescored(illusion_path: str, submissions_path: str, degenerate_path: str | None, out: str) -> None:
+    """The rescored table from the illusion, submissions and degenerate-problems tables (no schema yet)."""
+    degenerate = read_parquet(degenerate_path) if degenerate_path else None
+    table = rescored_table(read_parquet(illusion_path), read_parquet(submissions_path, "submissions"), degenerate)
+    write_parquet(table, out)
 
 
 def static_archs(settings: dict) -> list[int]:
