@@ -112,6 +112,63 @@ def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
     return flagged.reset_index(drop=True)
 
 
+def reproducer(row: dict, dump: str) -> dict:
+    """One flagged case as a self-contained document (a row of `failures_table`, and its submission's
+    dump): the submission, the case's inputs, the verdict, the environment and how to replay it."""
+    return {
+        "failure_id": row["failure_id"],
+        "submission": {
+            "name": row["name"],
+            "submission_id": row["submission_id"],
+            "path": row["source_path"],
+            "problem_id": row["problem_id"],
+            "problem_path": row["problem_path"],
+            "label": row["label"],
+            "bug_class": row["bug_class"],
+            "dump": dump,
+        },
+        "case": {
+            k: row.get(k)
+            for k in (
+                "oracle",
+                "strategy",
+                "purpose",
+                "case_index",
+                "seed",
+                "dtype",
+                "sizes",
+                "shapes",
+                "strides",
+                "layout",
+                "values",
+                "inputs_hash",
+            )
+        },
+        "verdict": {
+            k: row.get(k)
+            for k in (
+                "outcome",
+                "reason",
+                "diagnosis",
+                "max_abs_err",
+                "max_rel_err",
+                "err_ulp",
+                "n_mismatch",
+                "n_elements",
+                "first_mismatch",
+                "tolerance_policy",
+                "atol",
+                "rtol",
+                "bound",
+                "policy_ratios",
+            )
+        },
+        "environment": {"device": row.get("device"), "versions": row.get("versions")},
+        "replay": row.get("replay"),
+        "replay_by_id": f"rescore replay {row['failure_id']}",
+    }
+
+
 def _first_failure(group: pd.DataFrame) -> dict | None:
     bad = group[group["outcome"].isin(FLAGGING)]
     if bad.empty:

@@ -16,13 +16,12 @@ from rescore.engine.runner import job_of
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.ingest.files import pair_from_files
 from rescore.model.run import RunConfig
+from rescore.model.tables import read_parquet
 from rescore.runtime.device import resolve_device
 
 
 def find_failure(failure_id: str, results: str) -> dict:
     """The stored failure `failure_id` (results/failures/failures.parquet)."""
-    from rescore.model.tables import read_parquet
-
     path = Path(results) / "failures" / "failures.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no stored failures; run the pipeline first, or pass PROBLEM SUBMISSION")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.engine.runner import job_of
+from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.model.outcomes import NEEDS_GPU
 from rescore.model.records import Submission, submission_from_dict
 from rescore.model.tables import SCHEMAS, write_parquet
@@ -92,9 +94,6 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
     """Every submission timed in one worker, one after another (never two kernels on the GPU at once).
     `device`, `host_clock` and `flush_bytes` are for tests, which time CPU tensors by the host's clock
     (Executor.run_timing); the stage itself times on CUDA with CUDA events."""
-    from rescore.engine.runner import job_of
-    from rescore.engine.sandbox import Worker, run_with_retry
-
     worker = Worker(device, cfg["budget"], log_dir)
     request = ("time", dict({k: cfg[k] for k in ("dtype", "warmup", "repeats", "budget_s")},
                             host_clock=host_clock, flush_bytes=flush_bytes))
