@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 
-from rescore.engine import failure_store as regressions
+from rescore.engine.failure_store import default_store
 from rescore.engine.pacing import Pace
 from rescore.engine.plan import plan_cases, replay_command, unclaimed_rows
 from rescore.engine.sandbox import Worker, request_with_retry, run_with_retry
@@ -108,7 +108,7 @@ def run_submission(
     if cfg.regressions:
         remembered = [
             dict(c, purpose="regression")
-            for c in regressions.load(sub.submission_id)
+            for c in default_store().fetch(sub.submission_id)
             if claims_dtype(sub.dtypes, sub.declines, c["dtype"])
         ]
     # The clock starts after the load (it has its own timeout): the fixed check always runs, so a
@@ -167,5 +167,5 @@ def run_submission(
         if progress and case["purpose"] != "regression":
             progress.step(sub.name)
     if cfg.regressions:
-        regressions.save(sub.submission_id, rows)
+        default_store().save(sub.submission_id, rows)
     return rows + unclaimed
