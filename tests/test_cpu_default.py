@@ -13,6 +13,7 @@ from conftest import REPO
 from rescore.corpus.catalog import load_corpus
 from rescore.engine.plan import plan_cases
 from rescore.inputs.strategies import STRATEGIES, get_strategy
+from rescore.model.run import DEFAULT_BUDGET
 from rescore.model.schema import OpSchema
 from rescore.model.settings import effective_config, is_light, merge
 from rescore.stages import run_config, static_archs
@@ -97,3 +98,8 @@ def test_the_static_study_compiles_for_the_first_arch_only_on_the_cpu_by_default
     assert static_archs(settings(CONFIG, "cpu")) == CONFIG["light"]["static"]["archs"]
     assert static_archs(settings(CONFIG, "cpu"))[0] == CONFIG["static"]["archs"][0]  # the papers' arch
     assert static_archs(settings(FULL, "cpu")) == static_archs(settings(CONFIG, "cuda")) == CONFIG["static"]["archs"]
+
+
+def test_the_configs_element_budgets_are_the_defaults():
+    # the science lives in config.yaml; the command line and a bare RunConfig use the same numbers
+    assert CONFIG["budget"] == DEFAULT_BUDGET

@@ -15,7 +15,14 @@ from rescore.engine.replay import replay_cli
 from rescore.engine.runner import Progress
 from rescore.ingest.files import pair_from_files
 from rescore.inputs.strategies import STRATEGIES, STUDY, check_mix
-from rescore.model.run import FUZZ_DTYPES, SETTLE_AFTER, SETTLE_TIMEOUT_S, SUBMISSION_BUDGET_S, RunConfig
+from rescore.model.run import (
+    FUZZ_DTYPES,
+    SETTLE_AFTER,
+    SETTLE_TIMEOUT_S,
+    SUBMISSION_BUDGET_S,
+    RunConfig,
+    default_budget,
+)
 from rescore.runtime.device import resolve_device
 from rescore.static.report import describe_kernel
 
@@ -30,7 +37,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
     device = resolve_device(args.device)
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
     mix = check_mix(args.strategies, args.cases, dtypes)
-    budget = args.budget or (1 << 20 if device == "cuda" else 1 << 15)
+    budget = args.budget or default_budget(device)
     return RunConfig(
         device=device,
         master_seed=args.seed,

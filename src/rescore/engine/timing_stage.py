@@ -22,6 +22,7 @@ from rescore.engine.runner import job_of
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.model.outcomes import NEEDS_GPU
 from rescore.model.records import Submission, submission_from_dict
+from rescore.model.run import DEFAULT_BUDGET
 from rescore.model.tables import SCHEMAS, write_parquet
 from rescore.runtime.device import installed_versions, timing_device
 
@@ -43,7 +44,7 @@ def settings(config: dict, default_dumps: list[str]) -> dict:
         "device": device,
         "dtype": config.get("fixed", {}).get("dtype", "float32"),
         "timeout_s": float(config.get("timeout_s", 120)),
-        "budget": int(config.get("budget", {}).get("cuda", 1 << 20)),
+        "budget": int(config.get("budget", {}).get("cuda", DEFAULT_BUDGET["cuda"])),
     }
 
 

@@ -15,6 +15,15 @@ kernel that builds its extension inside a case adds a cold nvcc build of about 7
 SETTLE_AFTER = 2
 SETTLE_TIMEOUT_S = 10.0
 
+DEFAULT_BUDGET = {"cpu": 1 << 15, "cuda": 1 << 20}
+"""Elements of a fuzz case's largest input tensor, per device, where no config says otherwise
+(config/config.yaml writes the pipeline's own, equal to these)."""
+
+
+def default_budget(device: str) -> int:
+    """The element budget of `device` (the CPU's for any device but cuda)."""
+    return DEFAULT_BUDGET["cuda" if device == "cuda" else "cpu"]
+
 
 def submission_budget(config: dict, device: str) -> float | None:
     """The per-submission budget in seconds from a run config's `submission_budget_s` (per device;
