@@ -46,8 +46,12 @@ class RunConfig:
     timeout_s: float = 120.0
     regressions: bool = False  # replay a submission's stored failures first (failure_store.py): `rescore check`
     load_timeout_s: float = 600.0
-    budget: int = 1 << 15  # elements of the largest input tensor
+    budget: int | None = None  # elements of the largest input tensor; None: the device's default_budget
     submission_budget_s: float | None = None  # wall seconds for one submission's cases (pacing.py); None: no limit
     settle_after: int = SETTLE_AFTER  # this many same worker deaths in a row settle a submission; 0: never
     settle_timeout_s: float = SETTLE_TIMEOUT_S  # the per-case timeout after a case timed out
     dtypes_in_turn: bool = False  # a strategy's evaluation cases take the dtypes in turn, not each dtype
+
+    def __post_init__(self) -> None:
+        if self.budget is None:  # a case's sizes depend on it: a replay on a GPU draws as the GPU run did
+            self.budget = default_budget(self.device)
