@@ -9,7 +9,7 @@ import pandas as pd
 
 from rescore.analysis.severity import benchmark_sizes, submission_tier
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
-from rescore.model.outcomes import FLAGGING, stopped_early
+from rescore.model.outcomes import FLAGGING, fixed_verdict, fuzz_verdict, stopped_early
 from rescore.model.records import LABELS, claims_dtype
 from rescore.model.schema import largest_numel
 
@@ -211,23 +211,15 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
         fixed = g[g["oracle"] == "fixed"]
         fuzz = evaluation_fuzz(g[g["in_claim"]])
-        fixed_outcome = fixed["outcome"].iloc[0] if len(fixed) else "skipped"
-        fixed_verdict = "skipped" if fixed_outcome == "skipped" else ("pass" if fixed_outcome == "pass" else "fail")
+        fixed_says = fixed_verdict(fixed["outcome"].iloc[0] if len(fixed) else "skipped")
         ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
         failed = int(ran["outcome"].isin(FLAGGING).sum())
         declined = int((ran["outcome"] == "declined").sum())
-        if ran.empty:
-            fuzz_verdict = "skipped"
-        elif failed:
-            fuzz_verdict = "flagged"
-        elif declined:
-            fuzz_verdict = "declined"
-        else:
-            fuzz_verdict = "pass"
+        fuzz_says = fuzz_verdict(list(fuzz["outcome"]))
         stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
         first = _first_failure(fuzz)
         severity = None
-        if fuzz_verdict == "flagged":
+        if fuzz_says == "flagged":
             judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
             severity = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
         first_input = None
@@ -244,9 +236,9 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "language": sub["language"],
                 "label": sub["label"],
                 "bug_class": sub["bug_class"],
-                "fixed_verdict": fixed_verdict,
+                "fixed_verdict": fixed_says,
                 "fixed_reason": fixed["reason"].iloc[0] if len(fixed) else None,
-                "fuzz_verdict": fuzz_verdict,
+                "fuzz_verdict": fuzz_says,
                 "failed_cases": failed,
                 "total_cases": int(len(ran)),
                 "declined_cases": declined,
@@ -257,7 +249,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "first_failure_outcome": first["outcome"] if first else None,
                 "first_failing_input": first_input,
                 "first_failure_replay": first.get("replay") if first else None,
-                "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
+                "illusion": bool(fixed_says == "pass" and fuzz_says == "flagged"),
                 "diagnosis": submission_diagnosis(fuzz),
                 "severity": severity,
             }

@@ -6,7 +6,7 @@ from collections import Counter
 
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
-from rescore.model.outcomes import fuzz_verdict, stopped_early
+from rescore.model.outcomes import fixed_verdict, fuzz_verdict, stopped_early
 from rescore.model.records import Submission
 from rescore.model.run import RunConfig
 
@@ -42,8 +42,7 @@ def summarize(rows: list[dict]) -> dict:
     ]
     skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == "skipped")
     stopped = next((r["reason"] for r in fuzz if r["outcome"] == "skipped" and stopped_early(r.get("reason"))), None)
-    ran = {"pass": "pass", "skipped": "skipped"}
-    fixed_doc = {"verdict": ran.get(fixed["outcome"], "fail") if fixed else "fail"}
+    fixed_doc = {"verdict": fixed_verdict(fixed["outcome"]) if fixed else "fail"}
     if fixed:
         fixed_doc.update(
             outcome=fixed["outcome"],
@@ -55,7 +54,7 @@ def summarize(rows: list[dict]) -> dict:
     return {
         "fixed": fixed_doc,
         "fuzz": {
-            "verdict": "skipped" if fuzz and set(outcomes) == {"skipped"} else fuzz_verdict(list(outcomes.elements())),
+            "verdict": fuzz_verdict(list(outcomes.elements())),
             "cases": sum(r.get("purpose") != "regression" for r in fuzz),
             "replayed": sum(r.get("purpose") == "regression" for r in fuzz),  # stored failures, run first
             "run": sum(r["outcome"] != "skipped" for r in fuzz),  # judged: neither skipped nor stopped early

@@ -54,6 +54,11 @@ def settled_reason(rows: list[dict]) -> str | None:
                  and str(r.get("reason") or "").startswith(STOPPED_PREFIXES[1])), None)
 
 
+def fixed_verdict(outcome: str) -> str:
+    """pass | skipped | fail, from the outcome of a submission's fixed-shape check."""
+    return outcome if outcome in ("pass", "skipped") else "fail"
+
+
 def fuzz_verdict(outcomes: list[str]) -> str:
     """pass | flagged | declined | skipped (no case ran), from the outcomes of a submission's fuzz
     cases, as the illusion table gives it."""
