@@ -28,7 +28,7 @@ def worker():
 
 
 def toy_submission(problem: str, candidate: str, **kw):
-    from rescore.engine.check import detect_language
+    from rescore.model.language import detect_language
     from rescore.model.records import Problem, Submission
 
     p = Problem(
@@ -47,8 +47,6 @@ def toy_submission(problem: str, candidate: str, **kw):
 @pytest.fixture(autouse=True)
 def failure_store(tmp_path, monkeypatch):
     """Each test starts with an empty regression memory."""
-    from rescore.engine import failure_store as regressions
-
     store = tmp_path / "failure-store"
-    monkeypatch.setattr(regressions, "DEFAULT_STORE", store)
+    monkeypatch.setenv("RESCORE_FAILURE_STORE", str(store))
     return store

@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import REPO, toy_submission
 
-from rescore.engine.check import detect_language
 from rescore.engine.runner import RunConfig, run_submission
+from rescore.model.language import detect_language
 from rescore.model.records import Problem, Submission
 from rescore.worker import experiments
 

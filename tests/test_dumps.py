@@ -16,11 +16,12 @@ import pytest
 import torch
 from conftest import REPO
 
-from rescore.engine.check import check_pair, pair_from_files
+from rescore.engine.check import check_pair
 from rescore.engine.runner import RunConfig, run_submission
 from rescore.ingest import ADAPTERS, read_dump
 from rescore.ingest.annotations import AnnotationError
 from rescore.ingest.common import ingest_error
+from rescore.ingest.files import pair_from_files
 from rescore.model.records import cuda_only
 from rescore.runtime.modules import load_module
 
@@ -554,7 +555,7 @@ def test_rescored_table_counts_claims_reproductions_and_illusions():
 
 
 def test_degenerate_problems_zeros_pass_a_long_softmax_but_not_relu():
-    from rescore.analysis.rescored import degenerate_table
+    from rescore.engine.degenerate import degenerate_table
 
     problems = {s.problem.problem_id: s.problem for s in read_dump("kb", KB)}
     df = degenerate_table([("kb", problems["kb/level1/23"]), ("kb", problems["kb/level1/19"])], RunConfig())

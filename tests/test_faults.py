@@ -20,9 +20,8 @@ from test_workflow import SNAKEMAKE, TINY
 
 from rescore.engine.runner import RunConfig, run_submission
 from rescore.engine.sandbox import Worker
-from rescore.model.malformed import check_tables
 from rescore.model.records import Submission
-from rescore.model.tables import read_parquet, write_parquet
+from rescore.model.tables import check_tables, read_parquet, write_parquet
 
 CFG = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
 TABLES = ["results/tables/cases.parquet", "results/tables/submissions.parquet", "results/tables/illusion.parquet"]

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from conftest import REPO, TOY, toy_submission
 
-from rescore.engine.check import detect_language
 from rescore.engine.runner import RunConfig, run_submission
 from rescore.inputs.strategies import STRATEGIES
 from rescore.model.findings import FINDINGS, split
+from rescore.model.language import detect_language
 from rescore.model.outcomes import ALL_OUTCOMES, FLAGGING
 from rescore.model.records import Submission
 from rescore.worker.experiments import Cause

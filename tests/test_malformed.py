@@ -13,12 +13,12 @@ import pytest
 from conftest import REPO, TOY, toy_submission
 
 from rescore.corpus.catalog import CorpusError, load_corpus
-from rescore.engine.check import detect_language
 from rescore.engine.runner import RunConfig, run_submission
 from rescore.ingest import kernelbench
-from rescore.ingest.common import ingest_error
-from rescore.model.malformed import source_defect, unreadable
+from rescore.ingest.common import ingest_error, unreadable
+from rescore.model.language import detect_language
 from rescore.model.records import Problem, Submission
+from rescore.model.sources import source_defect
 from rescore.model.tables import write_parquet
 
 MALFORMED = REPO / "tests" / "fixtures" / "malformed"

@@ -72,8 +72,8 @@ def test_a_corpus_pair_replays_with_the_corpus_schema_and_a_half_linear_layer_ke
     now uses the rounded weights."""
     import torch
 
-    from rescore.engine.check import pair_from_files
     from rescore.engine.replay import replay_case
+    from rescore.ingest.files import pair_from_files
     from rescore.oracle.reference import round_parameters
 
     ops = REPO / "src" / "rescore" / "corpus" / "ops" / "linear_gelu"
@@ -102,3 +102,35 @@ def test_check_defaults_to_the_pipelines_strategy_mix_scaled_to_the_case_count()
     assert sum(fp32.values()) == 100  # every case of the mix runs at float32
     assert min(check_mix(STUDY, 10, ("float32",)).values()) == 1
     assert check_mix("default,boundary", 100, ("float32",)) == {"default": 50, "boundary": 50}
+
+
+def test_a_replay_draws_with_the_budget_its_case_was_drawn_with(tmp_path, capsys):
+    """A case's sizes depend on the element budget (the GPU's 2^20 draws larger than the CPU's 2^15):
+    `rescore replay --budget` re-creates a case drawn past 2^15 elements bit for bit, and a bare
+    RunConfig on `cuda` has the budget `rescore check` uses there."""
+    from rescore.cli import build_parser
+    from rescore.engine.runner import run_submission
+    from rescore.engine.sandbox import Worker
+    from rescore.ingest.files import pair_from_files
+    from rescore.model.run import DEFAULT_BUDGET, RunConfig
+
+    problem = tmp_path / "problem_scale.py"  # the toy problem, larger: its id (the file name) seeds the draws
+    problem.write_text((TOY / "problem_scale.py").read_text().replace("batch_size = 8", "batch_size = 64")
+                       .replace("dim = 1024", "dim = 4096"))
+    sub = pair_from_files(str(problem), str(TOY / "scale_correct.py"))
+    budget = DEFAULT_BUDGET["cuda"]
+    cfg = RunConfig(strategies={"boundary": 4}, dtypes=("float32",), budget=budget)
+    worker = Worker("cpu", budget)
+    try:
+        rows = run_submission(sub, cfg, worker, fixed=False)
+    finally:
+        worker.stop()
+    large = [r for r in rows if json.loads(r["sizes"])["batch_size"] * json.loads(r["sizes"])["dim"] > 1 << 15]
+    assert large, [r["sizes"] for r in rows]  # the case this test is about: past the CPU's budget
+    case = large[0]
+    args = build_parser().parse_args(["replay", str(problem), str(TOY / "scale_correct.py"), "--strategy", "boundary",
+                                      "--seed", str(case["seed"]), "--dtypes", "float32", "--device", "cpu",
+                                      "--budget", str(budget)])
+    assert args.func(args) == 0
+    assert f"inputs_hash: {case['inputs_hash']}" in capsys.readouterr().out
+    assert RunConfig(device="cuda").budget == DEFAULT_BUDGET["cuda"] and RunConfig().budget == DEFAULT_BUDGET["cpu"]

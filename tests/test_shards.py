@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from rescore.corpus.catalog import load_corpus
-from rescore.engine.shards import COSTS, assign, load_costs, machine_cores, shard_threads
+from rescore.engine.shards import COSTS, assign, load_costs, shard_threads
+from rescore.runtime.device import machine_cores
 
 
 def test_every_submission_lands_in_exactly_one_shard_and_the_work_is_balanced():

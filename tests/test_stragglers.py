@@ -12,10 +12,13 @@ from conftest import REPO, toy_submission
 
 from rescore.analysis.study import illusion_table
 from rescore.analysis.uncertainty import statement
-from rescore.engine.check import detect_language, summarize
-from rescore.engine.pacing import SUBMISSION_BUDGET_S, Pace, settled_reason, stopped_early, submission_budget
+from rescore.engine.check import summarize
+from rescore.engine.pacing import Pace
 from rescore.engine.runner import RunConfig, run_submission
+from rescore.model.language import detect_language
+from rescore.model.outcomes import settled_reason, stopped_early
 from rescore.model.records import Submission
+from rescore.model.run import SUBMISSION_BUDGET_S, submission_budget
 from rescore.worker.protocol import job_of
 
 ROW = {"outcome": "crash", "reason": "the worker died"}

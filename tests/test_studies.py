@@ -77,7 +77,8 @@ def test_every_strategy_tests_a_submission_only_in_the_dtypes_it_claims():
 
     from conftest import toy_submission
 
-    from rescore.engine.runner import RunConfig, plan_cases, unclaimed_rows
+    from rescore.engine.plan import plan_cases, unclaimed_rows
+    from rescore.model.run import RunConfig
 
     cfg = RunConfig(
         strategies={"default": 2, "single_dtype_fp16": 2, "single_dtype_bf16": 2}, calibration={"default": 3}

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import yaml
 
-from rescore.engine.check import detect_language
 from rescore.engine.runner import RunConfig, run_submission
 from rescore.engine.sandbox import Worker, network_isolation
 from rescore.model.findings import split
+from rescore.model.language import detect_language
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import Problem, Submission
 

@@ -7,7 +7,24 @@ import json
 import sys
 from pathlib import Path
 
-from rescore.inputs.strategies import STUDY, check_mix
+from rescore.corpus.catalog import catalog_markdown, load_corpus
+from rescore.engine.check import check_pair, human_summary
+from rescore.engine.plan import plan_cases
+from rescore.engine.progress import run_with_progress, show
+from rescore.engine.replay import replay_cli
+from rescore.engine.runner import Progress
+from rescore.ingest.files import pair_from_files
+from rescore.inputs.strategies import STRATEGIES, STUDY, check_mix
+from rescore.model.run import (
+    FUZZ_DTYPES,
+    SETTLE_AFTER,
+    SETTLE_TIMEOUT_S,
+    SUBMISSION_BUDGET_S,
+    RunConfig,
+    default_budget,
+)
+from rescore.runtime.device import resolve_device
+from rescore.static.report import describe_kernel
 
 EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
 # `rescore check`'s per-case timeout: a developer's loop wants a hang's verdict within a minute (a
@@ -16,14 +33,11 @@ EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
 CHECK_TIMEOUT_S = {"cpu": 30.0, "cuda": 120.0}
 
 
-def _config(args: argparse.Namespace):
-    from rescore.engine.pacing import SUBMISSION_BUDGET_S
-    from rescore.engine.runner import RunConfig, resolve_device
-
+def _config(args: argparse.Namespace) -> RunConfig:
     device = resolve_device(args.device)
     dtypes = tuple(d for d in args.dtypes.split(",") if d)
     mix = check_mix(args.strategies, args.cases, dtypes)
-    budget = args.budget or (1 << 20 if device == "cuda" else 1 << 15)
+    budget = args.budget or default_budget(device)
     return RunConfig(
         device=device,
         master_seed=args.seed,
@@ -41,10 +55,6 @@ def _config(args: argparse.Namespace):
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rescore.engine.check import check_pair, human_summary, pair_from_files
-    from rescore.engine.runner import Progress, plan_cases
-    from rescore.inputs.strategies import STRATEGIES
-
     for name in [] if args.strategies == STUDY else args.strategies.split(","):
         if name not in STRATEGIES:
             print(f"rescore check: unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}", file=sys.stderr)
@@ -67,28 +77,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from rescore.engine.replay import replay_cli
-
     return replay_cli(args)
 
 
 def cmd_static(args: argparse.Namespace) -> int:
-    from rescore.static.report import describe_kernel
-
     print(describe_kernel(args.kernel, args.problem))
     return EXIT_OK
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
-    from rescore.corpus.catalog import catalog_markdown, load_corpus
-
     print(catalog_markdown(load_corpus()))
     return EXIT_OK
 
 
 def cmd_progress(args: argparse.Namespace) -> int:
-    from rescore.engine.progress import run_with_progress, show
-
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
         return show(args.directory)
@@ -96,8 +98,6 @@ def cmd_progress(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rescore.engine.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, SUBMISSION_BUDGET_S
-
     parser = argparse.ArgumentParser(prog="rescore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
             default="auto",
             help="auto: CUDA when present, else the CPU through the Triton interpreter",
         )
-        p.add_argument("--dtypes", default="float32,float16,bfloat16")
+        p.add_argument("--dtypes", default=",".join(FUZZ_DTYPES))
         p.add_argument("--timeout", type=float, default=timeout,
                        help="seconds per case before it is a timeout" + timeout_help)
         p.add_argument("--budget", type=int, default=0, help="max elements of the largest input (0: per device)")

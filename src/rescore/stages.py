@@ -1,26 +1,49 @@
-"""The pipeline's stages as plain functions; `workflow/scripts/*.py` are shims over these."""
+"""The pipeline's stages, one function per Snakemake rule; `workflow/scripts/*.py` are shims over these."""
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from rescore.analysis import figures, tolerance_study
+from rescore.analysis.papers.stage import build as build_paper_table
+from rescore.analysis.rescored import rescored_table
+from rescore.analysis.strategies_study import budget_table, by_class_table, heatmap_table, strategies_table, study_cases
+from rescore.analysis.study import failures_table, illusion_table, reproducer
+from rescore.analysis.tolerance_study import control_ratios, sweep_table, tightening_table, tolerances_table
+from rescore.analysis.uncertainty import statement
+from rescore.corpus.catalog import catalog_markdown, catalog_rows, load_corpus
 from rescore.engine import shards as shards_
-from rescore.model.outcomes import FLAGGING
-from rescore.model.records import submission_from_dict, submission_to_dict
+from rescore.engine.config import run_config
+from rescore.engine.cuda_build import write_builds
+from rescore.engine.degenerate import degenerate_table, problems_of
+from rescore.engine.plan import plan_cases
+from rescore.engine.progress import ShardProgress, write_plan
+from rescore.engine.runner import run_submission
+from rescore.engine.sandbox import Worker
+from rescore.engine.sanitizer import run_sanitizer
+from rescore.engine.shrink import first_fuzz_failure, shrunk_record
+from rescore.engine.timing_stage import run_timing
+from rescore.engine.timing_stage import settings as timing_settings
+from rescore.ingest import read_dump
+from rescore.model.outcomes import FLAGGING, settled_reason
+from rescore.model.records import LABELS, submission_from_dict, submission_to_dict
+from rescore.model.settings import effective_config, setting_name
 from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
-
-if TYPE_CHECKING:
-    from rescore.engine.runner import RunConfig
+from rescore.runtime.device import resolve_device
+from rescore.static.study import run_study, static_figures
 
 log = logging.getLogger("rescore")
-# The stages that run kernels import the runner (and torch) inside their functions: the table
-# stages, a dozen processes at the end of a run, then start without torch (1.6 s each on 2 cores).
+# Every import is at the top: none of these modules imports torch, triton or matplotlib when it is
+# imported (the workers and the figure functions do, when they run), so a table stage starts without
+# them (tests/test_layers.py).
 
 
 def setup_logging(path: str | None) -> None:
@@ -38,39 +61,7 @@ def setup_logging(path: str | None) -> None:
     sys.excepthook = log_and_raise
 
 
-def run_config(config: dict) -> RunConfig:
-    """The run's settings from the validated Snakemake config."""
-    from rescore.engine.pacing import SETTLE_AFTER, SETTLE_TIMEOUT_S, submission_budget
-    from rescore.engine.runner import RunConfig, resolve_device
-    from rescore.model.settings import effective_config
-
-    device = resolve_device(config.get("device", "auto"))
-    config = effective_config(config, device)
-    fuzz = config["fuzz"]
-    settle = config.get("settle") or {}
-    strategies = dict(fuzz["strategies"])
-    for name in config.get("study", {}).get("strategies", []):
-        strategies.setdefault(name, int(config["study"]["seeds"]))
-    return RunConfig(
-        device=device,
-        master_seed=int(config.get("master_seed", 0)),
-        strategies=strategies,
-        dtypes=tuple(fuzz["dtypes"]),
-        fixed_profile=config["fixed"]["profile"],
-        fixed_dtype=config["fixed"].get("dtype", "float32"),
-        calibration=dict(config.get("calibration", {}).get("strategies", {})),
-        timeout_s=float(config.get("timeout_s", 120)),
-        budget=int(config["budget"][device]),
-        submission_budget_s=submission_budget(config, device),
-        settle_after=int(settle.get("after", SETTLE_AFTER)),
-        settle_timeout_s=float(settle.get("timeout_s", SETTLE_TIMEOUT_S)),
-        dtypes_in_turn=bool(fuzz.get("dtypes_in_turn", False)),
-    )  # no stored-failure replay: the tables depend on the config and the dumps alone
-
-
 def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> None:
-    from rescore.ingest import read_dump
-
     subs = read_dump(name, spec)
     rows = [s.row() for s in subs]
     write_parquet(pd.DataFrame(rows), out_submissions, "submissions")
@@ -86,15 +77,6 @@ def run_shard(
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
     beside the other shards rather than in a stage after all of them (24 s of a 198 s H200 run).
     With `progress_dir`, keep the shard's progress file there (`rescore.engine.progress`); nothing is printed."""
-    import time
-
-    from rescore.engine.pacing import settled_reason
-    from rescore.engine.progress import ShardProgress, write_plan
-    from rescore.engine.runner import plan_cases, run_submission
-    from rescore.engine.sandbox import Worker
-    from rescore.engine.shrink import first_fuzz_failure, shrunk_record
-    from rescore.model.settings import setting_name
-
     cfg = run_config(config)
     subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
     ids = [s.submission_id for s in subs]
@@ -153,8 +135,6 @@ def concat_tables(paths: list[str], table: str, out: str) -> None:
 
 
 def corpus_catalog(out_table: str, out_markdown: str) -> None:
-    from rescore.corpus.catalog import catalog_markdown, catalog_rows, load_corpus
-
     subs = load_corpus()
     write_parquet(pd.DataFrame(catalog_rows(subs)), out_table, "submissions")
     write_text(catalog_markdown(subs), out_markdown)
@@ -162,94 +142,26 @@ def corpus_catalog(out_table: str, out_markdown: str) -> None:
 
 def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
     """failures.parquet, and one self-contained reproducer (JSON) per flagged case."""
-    from rescore.analysis.study import failures_table
-
     table = failures_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"))
     dump_of = read_parquet(submissions, "submissions").set_index("submission_id")["dump"].to_dict()
     folder = Path(reproducers)
     folder.mkdir(parents=True, exist_ok=True)
     for row in table.to_dict("records"):
-        doc = {
-            "failure_id": row["failure_id"],
-            "submission": {
-                "name": row["name"],
-                "submission_id": row["submission_id"],
-                "path": row["source_path"],
-                "problem_id": row["problem_id"],
-                "problem_path": row["problem_path"],
-                "label": row["label"],
-                "bug_class": row["bug_class"],
-                "dump": dump_of[row["submission_id"]],
-            },
-            "case": {
-                k: row.get(k)
-                for k in (
-                    "oracle",
-                    "strategy",
-                    "purpose",
-                    "case_index",
-                    "seed",
-                    "dtype",
-                    "sizes",
-                    "shapes",
-                    "strides",
-                    "layout",
-                    "values",
-                    "inputs_hash",
-                )
-            },
-            "verdict": {
-                k: row.get(k)
-                for k in (
-                    "outcome",
-                    "reason",
-                    "diagnosis",
-                    "cause",
-                    "cause_evidence",
-                    "max_abs_err",
-                    "max_rel_err",
-                    "err_ulp",
-                    "n_mismatch",
-                    "n_elements",
-                    "first_mismatch",
-                    "tolerance_policy",
-                    "atol",
-                    "rtol",
-                    "bound",
-                    "policy_ratios",
-                )
-            },
-            "environment": {"device": row.get("device"), "versions": row.get("versions")},
-            "replay": row.get("replay"),
-            "replay_by_id": f"rescore replay {row['failure_id']}",
-        }
+        doc = reproducer(row, dump_of[row["submission_id"]])
         write_text(json.dumps(doc, indent=2, default=str), folder / f"{row['failure_id']}.json")
     write_parquet(table, out, "failures")
 
 
 def illusion(cases: str, submissions: str, out: str) -> None:
-    from rescore.analysis.study import illusion_table
-
     write_parquet(illusion_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions")), out)
 
 
 def verdicts(illusion_path: str, outputs: list[str]) -> None:
-    from rescore.analysis.figures import verdicts_figure
-
-    verdicts_figure(read_parquet(illusion_path), outputs)
+    figures.verdicts_figure(read_parquet(illusion_path), outputs)
 
 
 def strategies(cases: str, submissions: str, seeds: int, out: dict[str, str]) -> None:
     """The strategy study: tables and figures."""
-    from rescore.analysis import figures
-    from rescore.analysis.strategies_study import (
-        budget_table,
-        by_class_table,
-        heatmap_table,
-        strategies_table,
-        study_cases,
-    )
-
     subs = read_parquet(submissions, "submissions")
     all_cases = read_parquet(cases, "cases")
     df = study_cases(all_cases, subs, seeds)
@@ -264,9 +176,7 @@ def strategies(cases: str, submissions: str, seeds: int, out: dict[str, str]) ->
 
 
 def calibrate(cases: str, submissions: str, quantile: float, out: str) -> None:
-    from rescore.analysis.tolerance_study import calibrate as fit
-
-    table = fit(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), quantile)
+    table = tolerance_study.calibrate(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), quantile)
     write_parquet(table, out)
 
 
@@ -274,36 +184,19 @@ def tolerances(
     cases: str, submissions: str, calibration: str, multiplier: float, sweep: list[float], out: dict[str, str]
 ) -> None:
     """The tolerance study: every policy side by side, tightening, multiplier sweep, figures."""
-    from rescore.analysis import figures
-    from rescore.analysis.tolerance_study import evaluation_frame, sweep_table, tightening_table, tolerances_table
-
     c, s, cal = read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(calibration)
     write_parquet(tolerances_table(c, s, cal, multiplier), out["table"])
     tight = tightening_table(cal, c, s, multiplier=multiplier)
     write_parquet(tight, out["tightening"])
     sw = sweep_table(c, s, cal, sweep)
     write_parquet(sw, out["sweep"])
-    ev = evaluation_frame(c, s)
-    ctl = ev[(ev["label"] == "correct") & ev["outcome"].isin(["pass", "mismatch", "nonfinite"])]
-    kmap = cal.set_index(["op", "dtype"])["k"]
-    ratios = pd.DataFrame(
-        {
-            name: [r.get(name) for r in ctl["ratios"]]
-            for name in ("kernelbench-v0.1", "kernelbench-head", "gpuemu-default", "torch-default", "reference-lowp")
-        }
-    )
-    base = [r.get("calibrated-base") for r in ctl["ratios"]]
-    ks = [kmap.get((o, d)) for o, d in zip(ctl["op"], ctl["dtype"])]
-    ratios["calibrated"] = [b / (k * multiplier) if b is not None and k else None for b, k in zip(base, ks)]
     figures.tightening_figure(tight, [out["tightening_fig"]])
-    figures.control_error_figure(ratios, [out["errors_fig"]])
+    figures.control_error_figure(control_ratios(c, s, cal, multiplier), [out["errors_fig"]])
     figures.sweep_figure(sw, [out["sweep_fig"]])
 
 
 def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, out: str,
                 sanitizer_path: str | None = None) -> None:
-    from rescore.analysis.uncertainty import statement
-
     text = statement(
         read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config,
         read_parquet(sanitizer_path) if sanitizer_path else None,
@@ -313,16 +206,29 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
 
 def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str) -> None:
     """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer."""
-    from rescore.engine.sanitizer import run_sanitizer
-
     run_sanitizer(cases, submissions, manifests, config, out, log_dir)
+
+
+def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeout_s: float) -> None:
+    """Build every CUDA C submission's extensions once, before the checks, and write the builds table."""
+    write_builds(manifests, device, out, jobs=jobs, timeout_s=timeout_s)
+
+
+def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None) -> None:
+    """The degenerate-problems table for every problem of the dumps: each null candidate through the
+    benchmark's own check (no table schema yet: the frame is written as it is)."""
+    write_parquet(degenerate_table(problems_of(manifests), run_config(config), log_dir), out)
+
+
+def rescored(illusion_path: str, submissions_path: str, degenerate_path: str | None, out: str) -> None:
+    """The rescored table from the illusion, submissions and degenerate-problems tables (no schema yet)."""
+    degenerate = read_parquet(degenerate_path) if degenerate_path else None
+    table = rescored_table(read_parquet(illusion_path), read_parquet(submissions_path, "submissions"), degenerate)
+    write_parquet(table, out)
 
 
 def static_archs(settings: dict) -> list[int]:
     """The archs the static study compiles for on this run's device (`light`'s where it applies)."""
-    from rescore.engine.runner import resolve_device
-    from rescore.model.settings import effective_config
-
     device = resolve_device(settings.get("device", "auto"))
     return list((effective_config(settings, device).get("static") or {}).get("archs") or (90, 80))
 
@@ -337,45 +243,12 @@ def static(
 ) -> None:
     """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, heatmap;
     each submission captured at `sizes` (rescore.static.study.capture_sizes)."""
-    from rescore.static.study import (
-        PAIR_COLUMNS,
-        as_entry,
-        class_summary,
-        paired_deltas,
-        static_figures,
-        static_table,
-        unpaired_reason,
-        unpaired_summary,
-    )
-
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
-    entries = [as_entry(s) for s in subs if s.language == "triton"]
-    archs = list(archs or (90, 80))
-    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads), sizes=sizes)
-    # a dump without Triton kernels (numpy, CUDA C) or without labelled pairs: the summary says why
-    pairs = paired_deltas(metrics, entries) if entries else pd.DataFrame(columns=PAIR_COLUMNS)
-    reason = unpaired_reason(subs) if pairs.empty else ""
-    summary = unpaired_summary(reason, archs) if reason else class_summary(pairs)
-    write_parquet(metrics, out["metrics"])
-    write_parquet(pairs, out["table"])
-    write_parquet(summary, out["summary"])
-    heatmap = Path(out["heatmap"])
-    written = static_figures(pairs, None, heatmap.parent, arch=f"sm_{archs[0]}") if entries else []
-    if not heatmap.exists():
-        from rescore.analysis.figures import empty_figure
-
-        empty_figure(f"no comparable (control, variant) pairs to draw ({len(pairs)} pairs)"
-                     + (f"\n{reason}" if reason else ""), [str(heatmap)])
-    log.info("static: %d kernels, %d pairs, figures %s", len(metrics), len(pairs), written)
+    run_study(subs, out, threads, cache_dir, list(archs or (90, 80)), sizes)
 
 
 def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> None:
     """Static metric deltas against the fuzz oracle's case-level recall per buggy variant."""
-    import shutil
-    import tempfile
-
-    from rescore.static.study import static_figures
-
     pairs = read_parquet(table)
     ill = read_parquet(illusion_path)
     recall = pd.DataFrame(
@@ -387,9 +260,18 @@ def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> Non
         if drawn:
             shutil.copyfile(drawn[0], out)
         else:
-            from rescore.analysis.figures import NO_LABELS, empty_figure
-            from rescore.analysis.study import LABELS
-
             why = "" if ill["label"].isin(LABELS).any() else (
-                f"\n{NO_LABELS}: a pair is a Triton kernel labelled buggy and the control it names")
-            empty_figure("no comparable (control, variant) pairs to draw" + why, [out])
+                f"\n{figures.NO_LABELS}: a pair is a Triton kernel labelled buggy and the control it names")
+            figures.empty_figure("no comparable (control, variant) pairs to draw" + why, [out])
+
+
+def timing(config: dict, default_dumps: list[str], manifests: list[str], out: str, log_dir: str) -> None:
+    """The timing table: every submission of the configured dumps timed on the GPU (`manifests` in the
+    order of the stage's dumps)."""
+    cfg = timing_settings(config, default_dumps)
+    run_timing(dict(zip(cfg["dumps"], manifests)), cfg, out, log_dir)
+
+
+def paper_table(table: str, inputs: dict[str, str], outputs: dict[str, str], opts: dict) -> None:
+    """One of the preprints' tables recomputed from this run's tables (rescore.analysis.papers)."""
+    build_paper_table(table, inputs, outputs, opts)

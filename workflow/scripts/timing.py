@@ -1,9 +1,7 @@
 """Shim: time every submission of the configured dumps on the GPU (all `skipped` without one)."""
 
-from rescore.engine.timing_stage import run_timing, settings
-from rescore.stages import setup_logging
+from rescore.stages import setup_logging, timing
 
 setup_logging(snakemake.log[0])
-cfg = settings(snakemake.params.config, snakemake.params.default_dumps)
-run_timing(dict(zip(cfg["dumps"], snakemake.input.manifests)), cfg, snakemake.output[0],
-           snakemake.log[0] + ".workers")
+timing(snakemake.params.config, snakemake.params.default_dumps, list(snakemake.input.manifests), snakemake.output[0],
+       snakemake.log[0] + ".workers")

@@ -5,11 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import pandas as pd
 
 VERDICT_COLOURS = {
     "pass": "#4c9f70",
@@ -21,7 +17,19 @@ VERDICT_COLOURS = {
 NO_LABELS = "no labelled submissions"  # what an empty panel of a recall figure says first
 
 
+def _plt():
+    """matplotlib's pyplot on the Agg backend, imported by the first figure drawn: a stage that draws
+    none (every table stage imports this module through rescore.stages) never loads matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def save(fig, outputs: list[str]) -> None:
+    plt = _plt()
     for out in outputs:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, bbox_inches="tight", dpi=120)
@@ -30,6 +38,7 @@ def save(fig, outputs: list[str]) -> None:
 
 def verdicts_figure(illusion: pd.DataFrame, outputs: list[str]) -> None:
     """One row per kernel: the fixed-shape verdict beside the fuzz verdict; illusions marked."""
+    plt = _plt()
     df = illusion.sort_values(["label", "op", "name"]).reset_index(drop=True)
     height = max(3.0, 0.18 * len(df) + 1.2)
     fig, ax = plt.subplots(figsize=(7.5, height))
@@ -64,6 +73,7 @@ def verdicts_figure(illusion: pd.DataFrame, outputs: list[str]) -> None:
 
 def recall_heatmap(heat: pd.DataFrame, outputs: list[str]) -> None:
     """Fraction of cases flagged, strategy x kernel: buggy kernels (recall) and unlabelled ones (flag rate)."""
+    plt = _plt()
     if heat.empty:
         empty_figure("no buggy or unlabelled kernel ran a study case: nothing to draw", outputs)
         return
@@ -88,6 +98,7 @@ def recall_heatmap(heat: pd.DataFrame, outputs: list[str]) -> None:
 def recall_vs_fp(table: pd.DataFrame, outputs: list[str]) -> None:
     """Kernel-level recall against control false-positive rate per strategy, with 95% Wilson intervals;
     strategies without buggy kernels and controls are left out (the table's `note` says why)."""
+    plt = _plt()
     drawn = table[table["kernel_recall_rate"].notna() & table["case_fp_rate"].notna()]
     if drawn.empty:
         unlabelled = int(table["unlabelled_kernels"].max()) if len(table) else 0
@@ -112,6 +123,7 @@ def recall_vs_fp(table: pd.DataFrame, outputs: list[str]) -> None:
 def recall_vs_budget(budget: pd.DataFrame, outputs: list[str]) -> None:
     """Buggy kernels found within b cases per strategy; with no buggy kernel, the share of unlabelled
     kernels flagged within b cases (a flag rate, said so on the axis)."""
+    plt = _plt()
     allk = budget[budget["bug_class"] == "(all)"]
     column, ylabel, title = "recall", "recall (buggy kernels found)", "Recall as a function of case budget"
     if allk.empty:
@@ -135,6 +147,7 @@ def recall_vs_budget(budget: pd.DataFrame, outputs: list[str]) -> None:
 
 def tightening_figure(tight: pd.DataFrame, outputs: list[str]) -> None:
     """The tightening factor per calibrated (op, dtype); the uncalibrated ones are the table's NaN rows."""
+    plt = _plt()
     df = tight[tight["tightening"].notna()].sort_values("tightening")
     if df.empty:
         empty_figure(f"{NO_LABELS} as controls: none of the {len(tight)} judged (op, dtype) was calibrated\n"
@@ -152,6 +165,7 @@ def tightening_figure(tight: pd.DataFrame, outputs: list[str]) -> None:
 
 def control_error_figure(ratios: pd.DataFrame, outputs: list[str]) -> None:
     """Each control case's error as a fraction of each policy's bound (<= 1 passes)."""
+    plt = _plt()
     if ratios.empty:
         empty_figure(f"{NO_LABELS} as controls: no evaluation case of a submission labelled correct", outputs)
         return
@@ -172,6 +186,7 @@ def control_error_figure(ratios: pd.DataFrame, outputs: list[str]) -> None:
 def sweep_figure(sweep: pd.DataFrame, outputs: list[str]) -> None:
     """Recall and control false positives of the calibrated policy against its safety multiplier; the
     unlabelled kernels' flag rate where there are some."""
+    plt = _plt()
     series = [("case_recall_rate", "o", "recall (cases)"), ("kernel_recall_rate", "s", "recall (kernels)"),
               ("case_fp_rate", "^", "control false positives (cases)"),
               ("kernel_flag_rate", "x", "unlabelled kernels flagged")]
@@ -191,6 +206,7 @@ def sweep_figure(sweep: pd.DataFrame, outputs: list[str]) -> None:
 
 def empty_figure(message: str, outputs: list[str]) -> None:
     """A figure that says why there is nothing to draw (a rule's output must still exist)."""
+    plt = _plt()
     lines = [part for line in message.splitlines() for part in textwrap.wrap(line, 100) or [""]]
     fig, ax = plt.subplots(figsize=(5, 1.2 + 0.15 * len(lines)))
     ax.text(0.5, 0.5, "\n".join(lines), ha="center", va="center", fontsize=8)

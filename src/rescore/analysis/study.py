@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 
 import pandas as pd
 
 from rescore.analysis.severity import benchmark_sizes, submission_tier
-from rescore.engine.pacing import stopped_early
-from rescore.model.outcomes import FLAGGING
-from rescore.model.records import claims_dtype
+from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
+from rescore.model.outcomes import FLAGGING, fixed_verdict, fuzz_verdict, stopped_early
+from rescore.model.records import LABELS, claims_dtype
 from rescore.model.schema import largest_in_json
 
 GPU_ONLY_CLASSES = frozenset({"int32_offset_overflow", "race_nonatomic"})
@@ -22,9 +21,6 @@ out of recall: flagging one there would flag correct arithmetic."""
 OVERFLOW_ELEMENTS = 2**31  # a 32-bit element offset overflows only in a tensor at least this large
 
 
-LABELS = ("correct", "buggy")
-"""The labels recall and false positives are counted on. A submission with neither (every one of a
-real dump: `unknown`) is never a control or a bug; the study tables give it flag rates only."""
 UNLABELLED = "unlabelled"  # the study tables' label for a submission labelled neither correct nor buggy
 
 
@@ -74,11 +70,6 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     return (0.0 if k == 0 else min(p, centre - half), 1.0 if k == n else max(p, centre + half))
 
 
-def failure_id(row: dict) -> str:
-    text = f"{row['submission_id']}|{row['oracle']}|{row['strategy']}|{row['seed']}|{row['dtype']}"
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 def evaluation_fuzz(cases: pd.DataFrame) -> pd.DataFrame:
     return cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
 
@@ -116,8 +107,63 @@ def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
     return flagged.reset_index(drop=True)
 
 
-# A submission's first failure: the illusion table's first failing input, and the one shrunk.
-FIRST_FAILURE_ORDER = ["strategy", "dtype", "case_index"]
+def reproducer(row: dict, dump: str) -> dict:
+    """One flagged case as a self-contained document (a row of `failures_table`, and its submission's
+    dump): the submission, the case's inputs, the verdict, the environment and how to replay it."""
+    return {
+        "failure_id": row["failure_id"],
+        "submission": {
+            "name": row["name"],
+            "submission_id": row["submission_id"],
+            "path": row["source_path"],
+            "problem_id": row["problem_id"],
+            "problem_path": row["problem_path"],
+            "label": row["label"],
+            "bug_class": row["bug_class"],
+            "dump": dump,
+        },
+        "case": {
+            k: row.get(k)
+            for k in (
+                "oracle",
+                "strategy",
+                "purpose",
+                "case_index",
+                "seed",
+                "dtype",
+                "sizes",
+                "shapes",
+                "strides",
+                "layout",
+                "values",
+                "inputs_hash",
+            )
+        },
+        "verdict": {
+            k: row.get(k)
+            for k in (
+                "outcome",
+                "reason",
+                "diagnosis",
+                "cause",
+                "cause_evidence",
+                "max_abs_err",
+                "max_rel_err",
+                "err_ulp",
+                "n_mismatch",
+                "n_elements",
+                "first_mismatch",
+                "tolerance_policy",
+                "atol",
+                "rtol",
+                "bound",
+                "policy_ratios",
+            )
+        },
+        "environment": {"device": row.get("device"), "versions": row.get("versions")},
+        "replay": row.get("replay"),
+        "replay_by_id": f"rescore replay {row['failure_id']}",
+    }
 
 
 def _first_failure(group: pd.DataFrame) -> dict | None:
@@ -176,24 +222,16 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
         fixed = g[g["oracle"] == "fixed"]
         fuzz = evaluation_fuzz(g[g["in_claim"]])
-        fixed_outcome = fixed["outcome"].iloc[0] if len(fixed) else "skipped"
-        fixed_verdict = "skipped" if fixed_outcome == "skipped" else ("pass" if fixed_outcome == "pass" else "fail")
+        fixed_says = fixed_verdict(fixed["outcome"].iloc[0] if len(fixed) else "skipped")
         ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
         failed = int(ran["outcome"].isin(FLAGGING).sum())
         declined = int((ran["outcome"] == "declined").sum())
-        if ran.empty:
-            fuzz_verdict = "skipped"
-        elif failed:
-            fuzz_verdict = "flagged"
-        elif declined:
-            fuzz_verdict = "declined"
-        else:
-            fuzz_verdict = "pass"
+        fuzz_says = fuzz_verdict(list(fuzz["outcome"]))
         stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
         first = _first_failure(fuzz)
         cause, evidence = submission_cause(fuzz)
         severity = None
-        if fuzz_verdict == "flagged":
+        if fuzz_says == "flagged":
             judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
             severity = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
         first_input = None
@@ -210,9 +248,9 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "language": sub["language"],
                 "label": sub["label"],
                 "bug_class": sub["bug_class"],
-                "fixed_verdict": fixed_verdict,
+                "fixed_verdict": fixed_says,
                 "fixed_reason": fixed["reason"].iloc[0] if len(fixed) else None,
-                "fuzz_verdict": fuzz_verdict,
+                "fuzz_verdict": fuzz_says,
                 "failed_cases": failed,
                 "total_cases": int(len(ran)),
                 "declined_cases": declined,
@@ -223,7 +261,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "first_failure_outcome": first["outcome"] if first else None,
                 "first_failing_input": first_input,
                 "first_failure_replay": first.get("replay") if first else None,
-                "illusion": bool(fixed_verdict == "pass" and fuzz_verdict == "flagged"),
+                "illusion": bool(fixed_says == "pass" and fuzz_says == "flagged"),
                 "diagnosis": submission_diagnosis(fuzz),
                 "cause": cause,
                 "cause_evidence": evidence,

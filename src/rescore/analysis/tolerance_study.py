@@ -17,9 +17,10 @@ import logging
 import numpy as np
 import pandas as pd
 
-from rescore.analysis.study import LABELS, UNLABELLED, claimed, labels_note, observable, study_label, wilson
+from rescore.analysis.study import UNLABELLED, claimed, labels_note, observable, study_label, wilson
 from rescore.model.outcomes import FLAGGING
-from rescore.oracle.tolerance import DTYPES, FIXED_POLICIES
+from rescore.model.records import LABELS
+from rescore.model.tolerances import DTYPES, FIXED_POLICIES
 
 TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change
 FIXED_JUDGED = (*FIXED_POLICIES, "reference-lowp")  # policies that need no calibration
@@ -282,3 +283,18 @@ def tightening_table(calibration: pd.DataFrame, cases: pd.DataFrame, submissions
                      "note": "not calibrated: no control (a submission labelled correct) of this (op, dtype); "
                              f"submissions judged here: {g['submission_id'].nunique()} ({labels})"})
     return pd.DataFrame(rows, columns=TIGHTENING_COLUMNS)
+
+
+def control_ratios(cases: pd.DataFrame, submissions: pd.DataFrame, calibration: pd.DataFrame,
+                   multiplier: float) -> pd.DataFrame:
+    """Each control case a tolerance judges (an evaluation case of a submission labelled correct):
+    its error as a fraction of each policy's bound (<= 1 passes), the calibrated policy's at
+    `multiplier` (None where its (op, dtype) was not calibrated). The control-error figure's data."""
+    ev = evaluation_frame(cases, submissions)
+    ctl = ev[(ev["label"] == "correct") & ev["outcome"].isin(list(TOLERANCE_JUDGED))]
+    kmap = calibration.set_index(["op", "dtype"])["k"]
+    ratios = pd.DataFrame({name: [r.get(name) for r in ctl["ratios"]] for name in FIXED_JUDGED})
+    base = [r.get("calibrated-base") for r in ctl["ratios"]]
+    ks = [kmap.get((o, d)) for o, d in zip(ctl["op"], ctl["dtype"])]
+    ratios["calibrated"] = [b / (k * multiplier) if b is not None and k else None for b, k in zip(base, ks)]
+    return ratios

@@ -10,8 +10,9 @@ from collections import defaultdict
 
 import pandas as pd
 
-from rescore.analysis.study import GPU_ONLY_CLASSES, LABELS
-from rescore.engine.pacing import stopped_early
+from rescore.analysis.study import GPU_ONLY_CLASSES
+from rescore.model.outcomes import stopped_early
+from rescore.model.records import LABELS
 from rescore.model.schema import largest_in_json
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from rescore.model.records import Problem, Submission
+from rescore.model import paths
+from rescore.model.records import LABELS, Problem, Submission
 
-CORPUS_ROOT = Path(__file__).resolve().parent / "ops"
-LABELS = ("correct", "buggy")
+CORPUS_ROOT = paths.CORPUS_ROOT
 LANGUAGES = ("triton", "cuda", "torch")
 REQUIRED = ("id", "label", "language")
 

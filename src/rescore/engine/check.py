@@ -2,67 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from dataclasses import replace
-from pathlib import Path
 
-from rescore.engine.pacing import stopped_early
-from rescore.engine.runner import RunConfig, fuzz_verdict, run_submission
+from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
-from rescore.model.records import Problem, Submission
-
-
-def detect_language(source: str) -> str:
-    """triton | cuda | torch, from what the source uses."""
-    if "load_inline" in source or "cpp_extension" in source:
-        return "cuda"
-    if re.search(r"@\s*triton\.(jit|autotune)", source):
-        return "triton"
-    return "torch"
-
-
-def read_source(path: str) -> str:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    return p.read_text(encoding="utf-8", errors="surrogateescape")
-
-
-def pair_from_files(problem_path: str, submission_path: str) -> Submission:
-    """A Submission for a KernelBench-format pair of files (no schema file needed). A problem of
-    the built-in corpus keeps what its entries.yaml says (schema, tolerance overrides, the entry's
-    dtypes), so that `rescore check` and `rescore replay` draw and judge its cases as the pipeline
-    does: an inferred schema draws other sizes from the same seed."""
-    psrc = read_source(problem_path)
-    problem = Problem(problem_id=Path(problem_path).stem, source=psrc, path=problem_path, op=Path(problem_path).stem)
-    ssrc = read_source(submission_path)
-    sub = Submission(
-        name=Path(submission_path).stem,
-        problem=problem,
-        source=ssrc,
-        path=submission_path,
-        dump="cli",
-        language=detect_language(ssrc),
-        dtypes=(),
-    )
-    return _as_in_corpus(sub)
-
-
-def _as_in_corpus(sub: Submission) -> Submission:
-    from rescore.corpus.catalog import CORPUS_ROOT, load_op
-
-    folder = Path(sub.problem.path).resolve().parent
-    if folder.parent != CORPUS_ROOT or not (folder / "entries.yaml").is_file():
-        return sub
-    entries = load_op(folder, folder)
-    if not entries or entries[0].problem.source != sub.problem.source:
-        return sub
-    known = entries[0].problem
-    problem = replace(sub.problem, problem_id=known.problem_id, op=known.op, schema=known.schema,
-                      tolerance=known.tolerance)
-    entry = next((e for e in entries if e.source == sub.source), None)
-    return replace(sub, problem=problem, dtypes=entry.dtypes if entry else sub.dtypes)
+from rescore.model.outcomes import fixed_verdict, fuzz_verdict, stopped_early
+from rescore.model.records import Submission
+from rescore.model.run import RunConfig
 
 
 def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, progress=None) -> tuple[dict, list[dict]]:
@@ -98,8 +44,7 @@ def summarize(rows: list[dict]) -> dict:
     ]
     skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == "skipped")
     stopped = next((r["reason"] for r in fuzz if r["outcome"] == "skipped" and stopped_early(r.get("reason"))), None)
-    ran = {"pass": "pass", "skipped": "skipped"}
-    fixed_doc = {"verdict": ran.get(fixed["outcome"], "fail") if fixed else "fail"}
+    fixed_doc = {"verdict": fixed_verdict(fixed["outcome"]) if fixed else "fail"}
     if fixed:
         fixed_doc.update(
             outcome=fixed["outcome"],
@@ -111,7 +56,7 @@ def summarize(rows: list[dict]) -> dict:
     return {
         "fixed": fixed_doc,
         "fuzz": {
-            "verdict": "skipped" if fuzz and set(outcomes) == {"skipped"} else fuzz_verdict(list(outcomes.elements())),
+            "verdict": fuzz_verdict(list(outcomes.elements())),
             "cases": sum(r.get("purpose") != "regression" for r in fuzz),
             "replayed": sum(r.get("purpose") == "regression" for r in fuzz),  # stored failures, run first
             "run": sum(r["outcome"] != "skipped" for r in fuzz),  # judged: neither skipped nor stopped early

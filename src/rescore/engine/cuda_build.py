@@ -219,9 +219,9 @@ def write_builds(
     timeout_s: float = 1800.0,
 ) -> pd.DataFrame:
     """The `cuda_prebuild` rule: build the CUDA submissions of every dump, write the builds table."""
-    from rescore.engine.runner import resolve_device
     from rescore.model.records import submission_from_dict
     from rescore.model.tables import SCHEMAS, write_parquet
+    from rescore.runtime.device import resolve_device
 
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     df = prebuild(subs, resolve_device(device), root, jobs, timeout_s)

@@ -26,32 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from rescore.model.outcomes import Outcome
-
-SUBMISSION_BUDGET_S = {"cpu": 900.0, "cuda": 300.0}
-"""Default budgets, far above what a submission that answers needs at the default config: the slowest
-of the built-in corpus took 227 s under the CPU interpreter and 17 s on the H200, where a CUDA C
-kernel that builds its extension inside a case adds a cold nvcc build of about 75 s."""
-SETTLE_AFTER = 2
-SETTLE_TIMEOUT_S = 10.0
-STOPPED_PREFIXES = ("submission budget of ", "settled: ")
-
-
-def stopped_early(reason: object) -> bool:
-    """Whether a `skipped` case's reason is a budget or settling stop (the case was never run)."""
-    return isinstance(reason, str) and reason.startswith(STOPPED_PREFIXES)
-
-
-def settled_reason(rows: list[dict]) -> str | None:
-    """The reason a submission's rows were settled with, or None when they were not."""
-    return next((r["reason"] for r in rows if r.get("outcome") == Outcome.SKIPPED.value
-                 and str(r.get("reason") or "").startswith(STOPPED_PREFIXES[1])), None)
-
-
-def submission_budget(config: dict, device: str) -> float | None:
-    """The per-submission budget in seconds from a run config's `submission_budget_s` (per device;
-    0 turns it off), or the device's default."""
-    seconds = float((config.get("submission_budget_s") or {}).get(device, SUBMISSION_BUDGET_S.get(device, 0.0)))
-    return seconds or None
+from rescore.model.run import SETTLE_AFTER, SETTLE_TIMEOUT_S
 
 
 @dataclass

@@ -12,16 +12,16 @@ import json
 import sys
 from pathlib import Path
 
-from rescore.engine.check import pair_from_files
-from rescore.engine.runner import RunConfig, resolve_device
 from rescore.engine.sandbox import Worker, run_with_retry
+from rescore.ingest.files import pair_from_files
+from rescore.model.run import RunConfig, default_budget
+from rescore.model.tables import read_parquet
+from rescore.runtime.device import resolve_device
 from rescore.worker.protocol import Case, Fixed, Load, job_of
 
 
 def find_failure(failure_id: str, results: str) -> dict:
     """The stored failure `failure_id` (results/failures/failures.parquet)."""
-    from rescore.model.tables import read_parquet
-
     path = Path(results) / "failures" / "failures.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no stored failures; run the pipeline first, or pass PROBLEM SUBMISSION")
@@ -43,10 +43,12 @@ def replay_case(
     trigger: dict | None = None,
     profile: str = "kernelbench-v0.1",
     timeout: float = 120.0,
+    budget: int | None = None,
 ) -> dict:
-    """Run exactly one case in a fresh worker; returns its row."""
+    """Run exactly one case in a fresh worker; returns its row. `budget` (elements of the largest
+    input; None: the device's default) must be the one the case was drawn with: it bounds the sizes."""
     sub = pair_from_files(problem_path, submission_path)
-    cfg = RunConfig(device=device)
+    cfg = RunConfig(device=device, budget=budget)
     worker = Worker(device, cfg.budget)
     try:
         loaded = run_with_retry(worker, Load(job_of(sub)), cfg.load_timeout_s)
@@ -65,6 +67,7 @@ def replay_cli(args: argparse.Namespace) -> int:
     expected = None
     device = resolve_device(args.device)
     dtype = args.dtypes.split(",")[0]
+    budget = args.budget or default_budget(device)
     try:
         if len(args.target) == 1:
             stored = find_failure(args.target[0], args.results)
@@ -81,6 +84,7 @@ def replay_cli(args: argparse.Namespace) -> int:
                 trigger,
                 stored.get("tolerance_policy") or args.profile,
                 args.timeout,
+                budget,
             )
         elif len(args.target) == 2:
             trigger = json.loads(args.trigger) if args.trigger else None
@@ -95,6 +99,7 @@ def replay_cli(args: argparse.Namespace) -> int:
                 trigger,
                 args.profile,
                 args.timeout,
+                budget,
             )
         else:
             print(

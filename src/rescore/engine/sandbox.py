@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from rescore.model.findings import claims_verdict, merge
+from rescore.model.paths import SRC_ROOT, cuda_cache_root, triton_cache_default
 from rescore.worker.protocol import RSS_KEY, Kind, Load, Request, Status, Stop, encode
 
 KEEP_ENV = (
@@ -140,12 +141,10 @@ class Worker:
         env["TMPDIR"] = self.scratch
         env["OMP_NUM_THREADS"] = "1"  # one core per worker (Snakemake sets it to the job's threads)
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # torch.compile in-process: no pool to sweep
-        env.setdefault("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
-        from rescore.runtime.extensions import cache_root
-
-        env["RESCORE_CUDA_CACHE"] = str(cache_root())
+        env.setdefault("TRITON_CACHE_DIR", str(triton_cache_default()))
+        env["RESCORE_CUDA_CACHE"] = str(cuda_cache_root())
         env["RESCORE_WRITABLE"] = os.pathsep.join(writable_roots(self.scratch))
-        src = str(Path(__file__).resolve().parents[2])  # the folder that holds rescore/
+        src = str(SRC_ROOT)
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.update(self.extra_env)
         self.log_dir.mkdir(parents=True, exist_ok=True)

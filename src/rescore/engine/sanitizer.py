@@ -30,9 +30,11 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.engine.sandbox import Worker, request_with_retry
+from rescore.model.failures import FIRST_FAILURE_ORDER
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import Submission, submission_from_dict
-from rescore.model.tables import write_parquet
+from rescore.model.tables import read_parquet, write_parquet
+from rescore.runtime.device import timing_device
 from rescore.worker.protocol import Case, Load, job_of
 
 log = logging.getLogger("rescore")
@@ -196,7 +198,6 @@ def select_cases(cases: pd.DataFrame, submissions: pd.DataFrame, passing: bool =
     """One fuzz case per CUDA or Triton submission to run under the sanitizer, with `why`: its first
     failing case (`flagged`, or `nondeterministic` when that case's second run differed), and with
     `passing` the first case of each submission that passed (`representative`). Flagged ones first."""
-    from rescore.analysis.study import FIRST_FAILURE_ORDER
 
     languages = submissions.set_index("submission_id")["language"]
     fuzz = cases[(cases["oracle"] == "fuzz") & cases["submission_id"].map(languages).isin(KERNEL_LANGUAGES)]
@@ -229,7 +230,6 @@ def sanitizer_command(cfg: dict, tool: str, log_file: Path) -> list[str]:
 
 def availability(cfg: dict) -> tuple[str | None, str]:
     """(the sanitizer's path, what runs it) where the stage can run; (None, why not) elsewhere."""
-    from rescore.engine.timing_stage import timing_device
 
     device, why = timing_device(cfg["device"])
     if device != "cuda":
@@ -315,7 +315,6 @@ def not_run_rows(subs: dict[str, Submission], selected: pd.DataFrame, tools: lis
 def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], config: dict, out: str,
                   log_dir: str) -> pd.DataFrame:
     """The sanitizer table of the run: the selected cases under each tool, or `not_run` rows saying why."""
-    from rescore.model.tables import read_parquet
 
     cfg = settings(config)
     subs = {s.submission_id: s for s in (submission_from_dict(d) for m in manifests

@@ -15,23 +15,17 @@ submissions. Which shard runs a submission changes no result, only when it is do
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from pathlib import Path
 
+from rescore.model.paths import SHARD_COSTS, SHARD_COSTS_CUDA
 from rescore.model.records import cuda_only
+from rescore.runtime.device import machine_cores
 
-COSTS = Path(__file__).resolve().parents[1] / "corpus" / "shard_costs.json"
+COSTS = SHARD_COSTS
 # On a GPU the costs differ in kind (Triton's JIT, not the interpreter, dominates a new size), so a
 # GPU run balances by the seconds a GPU run measured, where that file exists.
-COSTS_CUDA = Path(__file__).resolve().parents[1] / "corpus" / "shard_costs.cuda.json"
-
-
-def machine_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+COSTS_CUDA = SHARD_COSTS_CUDA
 
 
 def shard_threads(requested_cores: int | None) -> int:

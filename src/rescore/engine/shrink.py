@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import time
 
-from rescore.analysis.study import FIRST_FAILURE_ORDER, failure_id
 from rescore.engine.sandbox import Worker, run_with_retry
+from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import Submission
 from rescore.worker.protocol import Case, Load, job_of

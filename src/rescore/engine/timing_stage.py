@@ -10,7 +10,6 @@ and the log says so at the top and at the end.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import logging
 import os
@@ -19,8 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.engine.sandbox import Worker, run_with_retry
+from rescore.model.outcomes import NEEDS_GPU
 from rescore.model.records import Submission, submission_from_dict
+from rescore.model.run import DEFAULT_BUDGET
 from rescore.model.tables import SCHEMAS, write_parquet
+from rescore.runtime.device import installed_versions, timing_device
+from rescore.worker.protocol import Load, Time, job_of
 
 log = logging.getLogger("rescore")
 
@@ -40,7 +44,7 @@ def settings(config: dict, default_dumps: list[str]) -> dict:
         "device": device,
         "dtype": config.get("fixed", {}).get("dtype", "float32"),
         "timeout_s": float(config.get("timeout_s", 120)),
-        "budget": int(config.get("budget", {}).get("cuda", 1 << 20)),
+        "budget": int(config.get("budget", {}).get("cuda", DEFAULT_BUDGET["cuda"])),
     }
 
 
@@ -49,28 +53,6 @@ def shares_a_gpu(device: str) -> bool:
     the NVIDIA driver's device node is (an answer without importing torch, for the DAG's order only;
     the stage itself asks torch). The timing rule then waits for every check."""
     return device == "cuda" or (device == "auto" and os.path.exists("/dev/nvidiactl"))
-
-
-def timing_device(device: str) -> tuple[str, str]:
-    """(cuda | cpu, why): `cpu` when the config says so, or when no CUDA GPU is visible to torch."""
-    import torch
-
-    if device == "cpu":
-        return "cpu", "the config's device is cpu"
-    if torch.cuda.is_available():
-        return "cuda", torch.cuda.get_device_name(0)
-    return "cpu", f"the config's device is {device} and torch {torch.__version__} sees no CUDA GPU"
-
-
-def installed_versions() -> dict[str, str | None]:
-    """torch and triton as installed, read without importing them (for rows no worker produced)."""
-    out: dict[str, str | None] = {}
-    for name in ("torch", "triton"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 def base_row(sub: Submission) -> dict:
@@ -113,9 +95,6 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
     """Every submission timed in one worker, one after another (never two kernels on the GPU at once).
     `device`, `host_clock` and `flush_bytes` are for tests, which time CPU tensors by the host's clock
     (Executor.run_timing); the stage itself times on CUDA with CUDA events."""
-    from rescore.engine.sandbox import Worker, run_with_retry
-    from rescore.worker.protocol import Load, Time, job_of
-
     worker = Worker(device, cfg["budget"], log_dir)
     request = Time(cfg["dtype"], cfg["warmup"], cfg["repeats"], cfg["budget_s"], host_clock, flush_bytes)
     # warm-up (compiles) and two measurements of at most budget_s each, past the usual case timeout
@@ -150,8 +129,6 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
 def run_timing(manifests: dict[str, str], cfg: dict, out: str, log_dir: str) -> pd.DataFrame:
     """The timing table of the dumps in `manifests` ({dump: manifest.json}), written to `out`."""
     subs = [submission_from_dict(d) for name in cfg["dumps"] for d in json.loads(Path(manifests[name]).read_text())]
-    from rescore.worker.timing import NEEDS_GPU
-
     device, why = timing_device(cfg["device"])
     log.info("timing %d submissions of %s on %s (%s); dtype %s, %d warm-up calls, %d repeats, budget %.1f s each",
              len(subs), ", ".join(cfg["dumps"]), device, why, cfg["dtype"], cfg["warmup"], cfg["repeats"],

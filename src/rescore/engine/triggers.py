@@ -7,11 +7,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rescore.engine.runner import RunConfig
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.inputs.seeds import case_seed
 from rescore.model.outcomes import FLAGGING
 from rescore.model.records import Submission
+from rescore.model.run import RunConfig
 from rescore.worker.protocol import Case, Load, job_of
 
 

@@ -20,9 +20,7 @@ import re
 from dataclasses import replace
 
 from rescore.ingest.common import ingest_error
-from rescore.model.records import Submission
-
-LABELS = ("correct", "buggy", "unknown")
+from rescore.model.records import ALL_LABELS, Submission
 
 
 class AnnotationError(ValueError):
@@ -37,9 +35,9 @@ def _rules(dump: str, key: str, table) -> list[tuple[str, re.Pattern, str]]:
     for pattern, value in table.items():
         if not isinstance(value, str) or not value:
             raise AnnotationError(f"dump {dump!r}: `{key}` value for {pattern!r} must be a non-empty string")
-        if key == "labels" and value not in LABELS:
+        if key == "labels" and value not in ALL_LABELS:
             raise AnnotationError(f"dump {dump!r}: `labels` value {value!r} for {pattern!r} is not one of "
-                                  f"{', '.join(LABELS)}")
+                                  f"{', '.join(ALL_LABELS)}")
         try:
             rules.append((str(pattern), re.compile(str(pattern)), value))
         except re.error as exc:

@@ -15,12 +15,11 @@ import re
 import tempfile
 from pathlib import Path
 
+from rescore.model.paths import GENERATED_DIR
 from rescore.model.records import Problem, Submission, content_hash
 
 log = logging.getLogger("rescore.ingest")
 
-GENERATED_DIR = Path(".rescore-cache") / "generated"
-FUZZ_DTYPES = ("float32", "float16", "bfloat16")
 
 _VERDICTS = {
     "correct": "correct",
@@ -183,3 +182,25 @@ class ProblemIds:
         digest = content_hash(source)
         first = self._seen.setdefault(base, digest)
         return base if first == digest else f"{base}@{digest[:8]}"
+
+
+def unreadable(path: str | os.PathLike) -> str | None:
+    """Why a dump file or folder cannot be read (missing, a loop of symlinks, no permission), or None."""
+    p = Path(path)
+    try:
+        if p.is_symlink():
+            p.resolve(strict=True)
+        if p.is_dir():
+            next(iter(os.scandir(p)), None)
+        else:
+            with open(p, "rb") as fh:
+                fh.read(1)
+    except FileNotFoundError:
+        return f"{p}: does not exist"
+    except RuntimeError:
+        return f"{p}: a loop of symbolic links"
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP
+            return f"{p}: a loop of symbolic links"
+        return f"{p}: cannot be read ({exc.strerror or exc})"
+    return None

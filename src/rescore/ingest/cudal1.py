@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rescore.engine.check import detect_language
 from rescore.ingest.common import broken, materialise, normalize_dtypes, problem_defect
 from rescore.ingest.pairs import PairError, submission_source
+from rescore.model.language import detect_language
 from rescore.model.records import Problem, Submission
 
 LEVEL = re.compile(r"^(?:level_?)?(\d+)$")

@@ -23,11 +23,10 @@ import ast
 import json
 from pathlib import Path
 
-from rescore.engine.check import detect_language
-from rescore.ingest.annotations import LABELS
 from rescore.ingest.common import ProblemIds, broken, materialise, normalize_dtypes, normalize_verdict, slug
 from rescore.ingest.templates import GPUEMU_PROBLEM, GPUEMU_SUBMISSION, identifier, literal, render
-from rescore.model.records import CUDA_ONLY_MARKER, Problem, Submission
+from rescore.model.language import detect_language
+from rescore.model.records import ALL_LABELS, CUDA_ONLY_MARKER, Problem, Submission
 
 
 class EntryError(ValueError):
@@ -104,8 +103,8 @@ def read_entry(dump: str, folder: Path, data: Path, root: Path, ids: ProblemIds)
         raise EntryError(f"{meta_file}: requires_gpu must be true or false, not {requires_gpu!r}")
     submission_source = submission_source_of(title, inputs, kernel_source, requires_gpu)
     label = str(meta.get("label") or "unknown").strip().lower()
-    if label not in LABELS:
-        raise EntryError(f"{meta_file}: label {meta.get('label')!r} is not one of {', '.join(LABELS)}")
+    if label not in ALL_LABELS:
+        raise EntryError(f"{meta_file}: label {meta.get('label')!r} is not one of {', '.join(ALL_LABELS)}")
     control = meta.get("control")
     if control is not None and not (isinstance(control, str) and control):
         raise EntryError(f"{meta_file}: control must name the entry this one was seeded from, not {control!r}")

@@ -13,8 +13,8 @@ import json
 import re
 from pathlib import Path
 
-from rescore.engine.check import detect_language
 from rescore.ingest.common import broken, log, materialise, normalize_dtypes, problem_defect
+from rescore.model.language import detect_language
 from rescore.model.records import Problem, Submission
 
 PROBLEM_FILE = re.compile(r"^(\d+)_(.+)\.py$")

@@ -15,7 +15,6 @@ import json
 import re
 from pathlib import Path
 
-from rescore.engine.check import detect_language
 from rescore.ingest.common import (
     ProblemIds,
     broken,
@@ -27,6 +26,7 @@ from rescore.ingest.common import (
     top_level_names,
 )
 from rescore.ingest.templates import FUNCTION_SUBMISSION, LOAD_CUDA_FUNCTION, LOAD_PYTHON_FUNCTION, literal, render
+from rescore.model.language import detect_language
 from rescore.model.records import Problem, Submission, content_hash
 
 REQUIRED = ("problem_code", "submission_code")

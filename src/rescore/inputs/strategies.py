@@ -134,8 +134,8 @@ def get_strategy(name: str) -> Strategy:
 # `default` and `boundary` alone missed what only values, layouts or the op's domain expose.
 STUDY = "study"
 STUDY_MIX = {
-    "default": 21,
-    "boundary": 21,
+    "default": 20,
+    "boundary": 22,
     "benchmark_shape": 2,
     "regular": 8,
     "single_dtype_fp32": 8,

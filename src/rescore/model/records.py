@@ -10,10 +10,12 @@ import ast
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-MODULE_CACHE = Path(".rescore-cache") / "modules"
+LABELS = ("correct", "buggy")
+"""The labels recall and false positives are counted on. A submission with neither (every one of a
+real dump: `unknown`) is never a control or a bug; the study tables give it flag rates only."""
+ALL_LABELS = (*LABELS, "unknown")  # every label a dump or the corpus may give a submission
 
 
 def content_hash(*texts: str) -> str:

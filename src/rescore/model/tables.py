@@ -6,6 +6,7 @@ half-written table that a later step would read as data.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -13,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+log = logging.getLogger("rescore")
 
 _S = pa.string()
 _I = pa.int64()
@@ -211,3 +214,25 @@ def write_text(text: str, path: str | os.PathLike) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, path)
+
+
+def check_tables(paths: list[str], table: str | None = None, remove: bool = True) -> None:
+    """Read every intermediate table; raise one ValueError naming each unreadable one.
+
+    With `remove`, the unreadable files are deleted first, so that running the workflow again
+    rebuilds exactly them (Snakemake sees a missing output) instead of stopping on them forever."""
+    bad: list[str] = []
+    for path in paths:
+        try:
+            read_parquet(path, table)
+        except ValueError as exc:
+            bad.append(str(exc))
+            if remove:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                log.error("%s", exc)
+    if bad:
+        again = " They were deleted: run the workflow again to rebuild them." if remove else ""
+        raise ValueError(f"{len(bad)} intermediate table(s) could not be read.{again}\n" + "\n".join(bad))

@@ -13,7 +13,8 @@ import types
 
 import torch
 
-from rescore.oracle.tolerance import KERNELBENCH_PROFILES, torch_dtype
+from rescore.model.tolerances import KERNELBENCH_PROFILES
+from rescore.oracle.tolerance import torch_dtype
 
 WEIGHT_SEED = 42
 TRIALS = 5

@@ -11,40 +11,16 @@ rtol alone would flag correct sums that cancel; the low-precision reference carr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
-# torch.testing.assert_close defaults (rtol, atol) per dtype.
-TORCH_DEFAULTS: dict[str, tuple[float, float]] = {
-    "float64": (1e-7, 1e-7),
-    "float32": (1.3e-6, 1e-5),
-    "float16": (1e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-}
-
-# The dtypes the oracle judges. torch is imported where a tensor is touched, so that the study
-# tables (a dozen processes at the end of a run) never import it: 1.6 s each on the CPU machine.
-DTYPES: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
-
-# KernelBench's allclose tolerance profiles (atol = rtol), per dtype.
-KERNELBENCH_PROFILES: dict[str, dict[str, float]] = {
-    "kernelbench-v0.1": {"float32": 1e-2, "float16": 1e-2, "bfloat16": 1e-2},
-    "kernelbench-head": {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2},
-}
-
-
-# The classical bound on a sum's rounding error is n eps sum|x_i|; the low-precision reference's
-# own error covers the usual n, this covers the terms' size (the cancellations it cannot see).
-TERMS_FACTOR = 2.0
+from rescore.model.tolerances import DTYPES, FIXED_POLICIES, RATIO_POLICIES, TERMS_FACTOR, TORCH_DEFAULTS
+from rescore.oracle import compare
 
 
 def accumulation_eps(dtype: str) -> float:
     """The epsilon a correct kernel sums in: float32's for float32 and the half types (which
     accumulate in float32; their inputs are rounded in the truth already), float64's for float64."""
-    import torch
-
     return float(torch.finfo(torch.float64 if dtype == "float64" else torch.float32).eps)
 
 
@@ -70,31 +46,9 @@ class ReferenceLowp:
         epsilon (float32 for float32 and the half types, which accumulate in float32) x the size of
         the terms each output sums. It covers any summation order, and the float64 truth's own loss
         where the terms are 2^53 times the result."""
-        import torch
-
         return (TERMS_FACTOR * accumulation_eps(dtype)) * terms.to(torch.float64)
 
 DEFAULT_POLICY = ReferenceLowp()
-
-# Fixed-form policies: (atol, rtol) per dtype, judged against float64 on every case.
-FIXED_POLICIES: dict[str, dict[str, tuple[float, float]]] = {
-    "kernelbench-v0.1": {d: (1e-2, 1e-2) for d in ("float32", "float16", "bfloat16")},
-    "kernelbench-head": {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
-    "gpuemu-default": {"float32": (1e-5, 0.0), "float16": (1e-3, 0.0), "bfloat16": (1e-3, 0.0)},
-    "torch-default": {d: (atol, rtol) for d, (rtol, atol) in TORCH_DEFAULTS.items()},
-}
-
-POLICY_DOCS: dict[str, str] = {
-    "kernelbench-v0.1": "KernelBench v0.1: |out-ref| <= 1e-2 + 1e-2|ref| for every dtype",
-    "kernelbench-head": "KernelBench head: atol=rtol=1e-4 for fp32, 1e-2 for fp16/bf16",
-    "gpuemu-default": "gpuemu default: absolute only, 1e-5 for fp32, 1e-3 for fp16/bf16",
-    "torch-default": "torch.testing.assert_close defaults per dtype",
-    "reference-lowp": "rescore's fuzz default: torch defaults + 4x the low-precision reference's own error",
-    "p95x1.5": "published calibration: atol = 1.5 x p95 of a control's max abs error per (op, dtype)",
-    "calibrated": "rescore: |out-ref| <= k (eps |ref| + eps_acc sqrt(L) max|ref|), k fit per (op, dtype) on "
-                  "calibration seeds; eps_acc is float32's for the half types, which accumulate in float32",
-}
-
 
 def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack: float | torch.Tensor,
                   reduction_len: int, nonfinite: bool, lowp_tols: tuple[float, float] | None = None
@@ -106,26 +60,23 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
     k = 1: calibration picks k per (op, dtype), so any k (and any safety multiplier) can be judged
     later from this one number.
     """
-    import torch
-
-    from rescore.oracle.compare import CHUNK_ELEMENTS
-
-    names = [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]
+    chunk_elements = compare.CHUNK_ELEMENTS  # read at call time: a test sets it small
+    names = list(RATIO_POLICIES)
     if nonfinite:
         return {name: float("inf") for name in names}
     n = out.numel()
     flat_o, flat_t = out.detach().reshape(-1), truth.detach().reshape(-1)
     flat_s = lowp_slack.reshape(-1) if isinstance(lowp_slack, torch.Tensor) else None
-    starts = range(0, n, CHUNK_ELEMENTS)  # one chunk but for a 2^31-element trigger
+    starts = range(0, n, chunk_elements)  # one chunk but for a 2^31-element trigger
 
     def chunk(i: int):
-        part = slice(i, i + CHUNK_ELEMENTS)
+        part = slice(i, i + chunk_elements)
         o, t = flat_o[part].to(torch.float64), flat_t[part].to(torch.float64)
         both = torch.isfinite(o) & torch.isfinite(t)
         slack = lowp_slack if flat_s is None else flat_s[part].to(torch.float64)[both]  # a linear op's
         return o, t, both, slack
 
-    one = [chunk(i) for i in starts] if n <= CHUNK_ELEMENTS else None  # computed once, used by both passes
+    one = [chunk(i) for i in starts] if n <= chunk_elements else None  # computed once, used by both passes
 
     def chunks():
         return one if one is not None else map(chunk, starts)
@@ -159,8 +110,6 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    import torch
-
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {name!r}; known: {sorted(DTYPES)}")
     return getattr(torch, name)

@@ -15,9 +15,9 @@ import inspect
 import os
 from pathlib import Path
 
+from rescore.model.paths import cuda_cache_root
 from rescore.model.records import content_hash
 
-DEFAULT_ROOT = Path(".rescore-cache") / "torch_extensions"
 MARKER = "build.json"
 CALLS = "calls"  # in a source's folder: one JSON per library a check worker built, named by its fingerprint
 # Arguments that change no byte of the library's code: `name` only names the module (the library is
@@ -27,7 +27,7 @@ _NOT_PART_OF_THE_BUILD = {"name", "verbose", "build_directory", "keep_intermedia
 
 def cache_root(root: str | os.PathLike | None = None) -> Path:
     """The builds' root folder: `root`, else $RESCORE_CUDA_CACHE, else .rescore-cache/torch_extensions."""
-    return Path(root or os.environ.get("RESCORE_CUDA_CACHE") or DEFAULT_ROOT).resolve()
+    return cuda_cache_root(root)
 
 
 def extensions_dir(source: str, root: str | os.PathLike | None = None) -> Path:

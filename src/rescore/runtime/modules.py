@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from rescore.model.records import MODULE_CACHE, content_hash
+from rescore.model.paths import MODULE_CACHE
+from rescore.model.records import content_hash
 
 
 def _exec_fresh(file: Path, name: str, unloadable: str, sibling_imports: bool = False) -> ModuleType:

@@ -14,11 +14,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rescore.model.paths import static_cache_dir
+
 
 def default_dir() -> Path:
     """$RESCORE_STATIC_CACHE, else ~/.cache/rescore/static."""
-    env = os.environ.get("RESCORE_STATIC_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "rescore" / "static"
+    return static_cache_dir()
 
 
 def key(*parts: Any) -> str:

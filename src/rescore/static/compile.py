@@ -39,6 +39,7 @@ from rescore.runtime.modules import file_digest, load_file
 from rescore.static import cache, emulated_cuda
 from rescore.static.launches import emulates_cuda, launch_spec, specialise
 from rescore.static.metrics import kernel_metrics
+from rescore.static.worker import run_jobs
 
 COMPILE_VERSION = 2  # 2: ptx_registers
 ARCHS: tuple[int, ...] = (90, 80)
@@ -304,8 +305,6 @@ def compile_many(
     arch, outcome (ok | compile_error | skipped | timeout | crash), error, the metrics of
     `metrics.kernel_metrics`, num_warps, num_stages, ptx_path, cubin_path, cached, seconds.
     """
-    from rescore.static.worker import run_jobs
-
     store = cache.Cache(cache_dir)
     out: list[list[dict]] = []
     todo: list[tuple[int, int, str, Path]] = []

@@ -22,6 +22,7 @@ from typing import Any
 from rescore.model.records import cuda_only
 from rescore.runtime.modules import file_digest, load_file
 from rescore.static import cache, emulated_cuda
+from rescore.static.worker import run_jobs
 
 CAPTURE_VERSION = 1
 
@@ -344,8 +345,6 @@ def capture_many(
     device is "emulated_cuda" for a submission marked CUDA-only, else "cpu". Results of ok /
     no_launch / capture_error are cached by the content of both files, the device and the sizes.
     """
-    from rescore.static.worker import run_jobs
-
     store = cache.Cache(cache_dir)
     results: list[dict | None] = [None] * len(pairs)
     todo, keys, emulate = [], {}, {}

@@ -7,15 +7,21 @@ pairing comes from each entry's `control` field, never from file names.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from rescore.analysis.study import LABELS
+from rescore.analysis import figures
+from rescore.model.records import LABELS, Submission
+from rescore.model.tables import write_parquet
 from rescore.static.compile import ARCHS, compile_many
+from rescore.static.figures import static_figures as _figures
 from rescore.static.launches import capture_many
 from rescore.static.metrics import EXTRA_COLUMNS, METRIC_COLUMNS
+
+log = logging.getLogger("rescore")
 
 ENTRY_COLUMNS = ("id", "op", "label", "language", "control", "bug_class")
 PAIR_COLUMNS = ["variant_id", "control_id", "op", "bug_class", "arch", "variant_outcome", "control_outcome",
@@ -247,6 +253,26 @@ def static_figures(
     pairs_df: pd.DataFrame, recall_df: pd.DataFrame | None, out_dir: str | Path, arch: str = "sm_90"
 ) -> list[Path]:
     """The study's figures (see rescore.static.figures)."""
-    from rescore.static.figures import static_figures as _figures
-
     return _figures(pairs_df, recall_df, out_dir, arch=arch)
+
+
+def run_study(subs: list[Submission], out: dict[str, str], threads: int, cache_dir: str, archs: Sequence[int],
+              sizes: str = "fixed") -> None:
+    """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, heatmap (the
+    `static_study` rule's outputs, named in `out`); each submission captured at `sizes` (capture_sizes)."""
+    entries = [as_entry(s) for s in subs if s.language == "triton"]
+    archs = list(archs)
+    metrics = static_table(entries, archs=tuple(archs), cache_dir=cache_dir, parallel=max(1, threads), sizes=sizes)
+    # a dump without Triton kernels (numpy, CUDA C) or without labelled pairs: the summary says why
+    pairs = paired_deltas(metrics, entries) if entries else pd.DataFrame(columns=PAIR_COLUMNS)
+    reason = unpaired_reason(subs) if pairs.empty else ""
+    summary = unpaired_summary(reason, archs) if reason else class_summary(pairs)
+    write_parquet(metrics, out["metrics"])
+    write_parquet(pairs, out["table"])
+    write_parquet(summary, out["summary"])
+    heatmap = Path(out["heatmap"])
+    written = static_figures(pairs, None, heatmap.parent, arch=f"sm_{archs[0]}") if entries else []
+    if not heatmap.exists():
+        figures.empty_figure(f"no comparable (control, variant) pairs to draw ({len(pairs)} pairs)"
+                             + (f"\n{reason}" if reason else ""), [str(heatmap)])
+    log.info("static: %d kernels, %d pairs, figures %s", len(metrics), len(pairs), written)

@@ -20,7 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-SRC_ROOT = Path(__file__).resolve().parents[2]
+from rescore.model import paths
+from rescore.runtime.device import machine_cores
+
+SRC_ROOT = paths.SRC_ROOT
 
 # kind -> (module, job function, optional warm-up run once in the worker before forking)
 KINDS: dict[str, tuple[str, str, str | None]] = {
@@ -141,8 +144,6 @@ def run_jobs(
     """
     if not jobs:
         return []
-    from rescore.engine.shards import machine_cores
-
     # no more workers than cores: each imports torch and triton (seconds) before its first job
     cores = machine_cores()
     parallel = max(1, min(parallel or cores, cores, len(jobs)))

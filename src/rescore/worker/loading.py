@@ -12,9 +12,9 @@ import types
 
 import torch
 
-from rescore.model.malformed import source_defect
 from rescore.model.records import module_int_names
 from rescore.model.schema import OpSchema
+from rescore.model.sources import source_defect
 from rescore.runtime.modules import load_module
 from rescore.worker.exceptions import Verdict
 from rescore.worker.guard import Guard

@@ -26,13 +26,13 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from rescore.model.outcomes import NEEDS_GPU as NEEDS_GPU  # the reason of a timing request without a GPU
 from rescore.oracle.fixed import WEIGHT_SEED, trial_seeds
 from rescore.oracle.tolerance import torch_dtype
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
 from rescore.worker.loading import cannot_run
 
-NEEDS_GPU = "timing needs a CUDA GPU"
 # triton.testing.do_bench writes 256 MiB before each call; a GPU whose L2 is larger than a quarter
 # of that (none to date) gets four times its L2.
 FLUSH_MIN_BYTES = 256 << 20

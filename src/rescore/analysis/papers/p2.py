@@ -19,7 +19,7 @@ from rescore.analysis.study import wilson
 from rescore.analysis.tolerance_study import TOLERANCE_JUDGED, calibrate, evaluation_frame, judge
 from rescore.analysis.tolerance_study import tightening_table as rescore_tightening
 from rescore.model.outcomes import FLAGGING
-from rescore.oracle.tolerance import FIXED_POLICIES
+from rescore.model.tolerances import FIXED_POLICIES
 
 DEFAULT_CURRENT = "gpuemu-default"
 TIGHTENING_COLUMNS = (

@@ -16,7 +16,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-DEFAULT_DIR = Path(__file__).resolve().parents[4] / "config" / "published"
+from rescore.model.paths import PUBLISHED_DIR
+
+DEFAULT_DIR = PUBLISHED_DIR
 
 _NUM = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 _FRACTION = re.compile(rf"^(\d+)\s*/\s*(\d+)(?:\s*\(\s*({_NUM})\s*%\s*\))?$")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.analysis.papers import p1, p2, p3, p4, published, render
-from rescore.analysis.study import LABELS
+from rescore.model.records import LABELS
 from rescore.model.tables import read_parquet, write_parquet, write_text
 
 ABOUT_MATCH = (

@@ -1,0 +1,100 @@
+"""Degenerate problems: per problem, each null candidate run through the benchmark's own fixed check in a
+sandboxed worker; a problem is degenerate when any of them passes, so a "correct" verdict on it says little."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from rescore.engine.runner import run_submission
+from rescore.engine.sandbox import Worker
+from rescore.ingest.nulls import NULLS, null_submissions
+from rescore.model.records import Problem, submission_from_dict
+from rescore.model.run import RunConfig
+
+log = logging.getLogger("rescore")
+
+
+def _verdict(row: dict) -> str:
+    outcome = row.get("outcome")
+    if outcome == "pass":
+        return "pass"
+    if outcome == "mismatch":
+        return "fail"
+    if outcome == "declined":
+        return "n/a"  # the null does not apply (no input has the output's shape, no tensor output)
+    return str(outcome)
+
+
+def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_dir: str | None = None) -> pd.DataFrame:
+    """Per problem: each null candidate's fixed-check verdict; degenerate when any of them passes
+    (unknown, <NA>, when none passed and some could not run: their outcomes are in `reason`).
+
+    `problems` is [(dump, Problem)]; `cfg` a RunConfig (device, fixed profile, dtype).
+    Null candidates run in a sandboxed worker, under exactly the check the submissions faced."""
+    rows = []
+    worker = Worker(cfg.device, cfg.budget, log_dir)
+    try:
+        for dump, problem in problems:
+            row: dict = {
+                "dump": dump,
+                "problem_id": problem.problem_id,
+                "op": problem.op,
+                "problem_path": problem.path,
+                "profile": cfg.fixed_profile,
+                "dtype": cfg.fixed_dtype,
+                "device": cfg.device,
+            }
+            reasons = []
+            for sub in null_submissions(problem):
+                kind = sub.name.split(":")[1]
+                fixed = run_submission(sub, cfg, worker, cases=[], fixed=True)[0]
+                row[kind] = _verdict(fixed)
+                row[f"{kind}_max_diff"] = fixed.get("max_abs_err")
+                if row[kind] not in ("pass", "fail", "n/a"):
+                    reasons.append(f"{kind}: {fixed.get('outcome')}: {fixed.get('reason') or ''}"[:300])
+            passing = [k for k in NULLS if row[k] == "pass"]
+            row["passing_nulls"] = ",".join(passing)
+            # Unknown (null) when no null passed but some could not be run at all.
+            row["degenerate"] = True if passing else (None if reasons else False)
+            row["reason"] = "; ".join(reasons) or None
+            rows.append(row)
+            log.info("problem %s: degenerate=%s (%s)", problem.problem_id, row["degenerate"], row["passing_nulls"])
+    finally:
+        worker.stop()
+    columns = [
+        "dump",
+        "problem_id",
+        "op",
+        "problem_path",
+        "profile",
+        "dtype",
+        "device",
+        *NULLS,
+        *[f"{k}_max_diff" for k in NULLS],
+        "passing_nulls",
+        "degenerate",
+        "reason",
+    ]
+    df = pd.DataFrame(rows, columns=columns)
+    df["degenerate"] = df["degenerate"].astype("boolean")
+    return df
+
+
+def problems_of(manifests: list[str]) -> list[tuple[str, Problem]]:
+    """The distinct, readable problems of the ingest manifests, as [(dump, Problem)]."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for path in manifests:
+        for data in json.loads(Path(path).read_text()):
+            sub = submission_from_dict(data)
+            if (sub.extra or {}).get("ingest_error"):
+                continue
+            key = (sub.problem.problem_id, sub.problem.content_hash)
+            if key not in seen:
+                seen.add(key)
+                out.append((sub.dump, sub.problem))
+    return out

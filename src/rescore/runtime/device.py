@@ -1,0 +1,49 @@
+"""What this machine offers a run: the device `auto` stands for, whether the timing stage has a GPU,
+the torch and triton installed, and the cores this process may use. torch is imported only inside
+the functions that ask it, so that a process that never touches a tensor never loads it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+
+
+def resolve_device(device: str) -> str:
+    """`auto` is CUDA when present, otherwise the CPU through the Triton interpreter."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:  # pragma: no cover
+        return "cpu"
+
+
+def timing_device(device: str) -> tuple[str, str]:
+    """(cuda | cpu, why): `cpu` when the config says so, or when no CUDA GPU is visible to torch."""
+    import torch
+
+    if device == "cpu":
+        return "cpu", "the config's device is cpu"
+    if torch.cuda.is_available():
+        return "cuda", torch.cuda.get_device_name(0)
+    return "cpu", f"the config's device is {device} and torch {torch.__version__} sees no CUDA GPU"
+
+
+def installed_versions() -> dict[str, str | None]:
+    """torch and triton as installed, read without importing them (for rows no worker produced)."""
+    out: dict[str, str | None] = {}
+    for name in ("torch", "triton"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
