@@ -100,7 +100,7 @@ def run_shard(
         write_plan(progress_dir, dump, plan)
         progress = ShardProgress(progress_dir, dump, shard,
                                  [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
-    worker = Worker(cfg.device, cfg.budget, log_dir)
+    worker = Worker(cfg.device, cfg.budget, log_dir, explain=cfg.explain)
     rows: list[dict] = []
     shrunk: list[dict] = []
     try:

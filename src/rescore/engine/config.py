@@ -30,4 +30,5 @@ def run_config(config: dict) -> RunConfig:
         settle_after=int(settle.get("after", SETTLE_AFTER)),
         settle_timeout_s=float(settle.get("timeout_s", SETTLE_TIMEOUT_S)),
         dtypes_in_turn=bool(fuzz.get("dtypes_in_turn", False)),
+        explain=bool(fuzz.get("explain", True)),
     )  # no stored-failure replay: the tables depend on the config and the dumps alone

@@ -114,8 +114,9 @@ class Worker:
     """A worker process and the pipes to it."""
 
     def __init__(self, device: str, budget: int, log_dir: str | None = None, wrapper: list[str] | None = None,
-                 extra_env: dict[str, str] | None = None):
+                 extra_env: dict[str, str] | None = None, explain: bool = True):
         self.device, self.budget = device, budget
+        self.explain = explain  # the worker runs the experiments that confirm a failure's cause
         # A command the worker runs under (`compute-sanitizer --tool memcheck ...`: sanitizer.py), and
         # variables it adds to the scrubbed environment; the confinement inside the worker is the same.
         self.wrapper = list(wrapper or [])
@@ -168,6 +169,7 @@ class Worker:
                 self.device,
                 "--budget",
                 str(self.budget),
+                *([] if self.explain else ["--no-explain"]),
             ],
             pass_fds=(to_child_r, from_child_w),
             env=env,

@@ -51,6 +51,7 @@ class RunConfig:
     settle_after: int = SETTLE_AFTER  # this many same worker deaths in a row settle a submission; 0: never
     settle_timeout_s: float = SETTLE_TIMEOUT_S  # the per-case timeout after a case timed out
     dtypes_in_turn: bool = False  # a strategy's evaluation cases take the dtypes in turn, not each dtype
+    explain: bool = True  # run the experiments that confirm a failure's cause, and the second call (worker/explain.py)
 
     def __post_init__(self) -> None:
         if self.budget is None:  # a case's sizes depend on it: a replay on a GPU draws as the GPU run did

@@ -19,6 +19,8 @@ def main() -> None:
     parser.add_argument("--fd-out", type=int, required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--budget", type=int, default=1 << 15)
+    parser.add_argument("--no-explain", dest="explain", action="store_false",
+                        help="no experiments to confirm a failure's cause, no second call (worker/explain.py)")
     args = parser.parse_args()
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
@@ -51,6 +53,7 @@ def main() -> None:
         args.device,
         args.budget,
         audit,
+        explain=args.explain,
     )
     sys.stdout.flush()
     os._exit(0)

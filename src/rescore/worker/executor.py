@@ -45,7 +45,7 @@ class Executor:
     candidate changed in the harness or the problem and records it as a finding (see `integrity.py`).
     The parts of a case see the executor as a `context.WorkerContext`."""
 
-    def __init__(self, device: str, budget: int, phases: Phases = NO_PHASES):
+    def __init__(self, device: str, budget: int, phases: Phases = NO_PHASES, explain: bool = True):
         self.device = device
         self.budget = budget
         if device == "cpu":
@@ -57,7 +57,7 @@ class Executor:
         self.reference = Reference()  # the case's float64 reference
         self.placement = TruthPlacement(device)  # where the case's float64 truth is computed
         self.decoys = DecoySchedule(device)  # which fuzz cases start with the decoy call
-        self.explainer = Explainer()  # the experiments that confirm a failure's cause (`explain.py`)
+        self.explainer = Explainer(enabled=explain)  # the experiments that confirm a failure's cause (`explain.py`)
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against (`Guard.arm`)."""

@@ -100,6 +100,7 @@ class Explainer:
     trace: CaseTrace | None = None
     answers: dict[tuple, Confirmed | None] = field(default_factory=dict)
     running: bool = False
+    enabled: bool = True  # off (`fuzz.explain: false`): rows as they were before the experiments existed
 
     def reset(self) -> None:
         """A new job: nothing is known about it."""

@@ -50,7 +50,7 @@ def _aside(ctx: WorkerContext):
 def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase) -> dict:
     """The failed row with the cause an experiment confirmed (`cause`, `cause_evidence`), cheapest
     experiment first; the row as it is when none does."""
-    if ctx.explainer.running or row.get("cause") or row.get("outcome") not in EXPLAINED:
+    if not ctx.explainer.enabled or ctx.explainer.running or row.get("cause") or row.get("outcome") not in EXPLAINED:
         return row
     changed = set(ctx.guard.changed_numerics)
     trace = ctx.explainer.trace
@@ -229,7 +229,7 @@ def second_call(ctx: WorkerContext, trace: CaseTrace) -> dict | None:
     flag the case, or None."""
     key = ("second call", trace.spec.dtype)
     answers = ctx.explainer.answers
-    if ctx.explainer.running or key in answers:
+    if not ctx.explainer.enabled or ctx.explainer.running or key in answers:
         return None
     answers[key] = None
     outs = flatten(trace.out) or []
@@ -253,17 +253,16 @@ def second_call(ctx: WorkerContext, trace: CaseTrace) -> dict | None:
             if second["outcome"] == "pass":
                 return None
             first = _judge(ctx, trace, out2, trace.truths, trace.lowps, trace.structural, trace.terms)
+            if first["outcome"] != "pass":
+                return None  # wrong on those values, not an answer kept from the first call: fuzz cases judge that
+            graphs = getattr(replays, "count", 0)
+            cause = Cause.STALE_GRAPH if graphs else Cause.RESULT_REUSE
+            how = f", replaying a captured CUDA graph {graphs} time(s)" if graphs else ""
+            found = Confirmed(cause, f"a second call on fresh tensors of the same shape with other values "
+                                     f"returned the first call's answer{how}")
             verdict = {k: v for k, v in second.items() if k != "reason"}
-            if first["outcome"] == "pass":
-                graphs = getattr(replays, "count", 0)
-                cause = Cause.STALE_GRAPH if graphs else Cause.RESULT_REUSE
-                how = f", replaying a captured CUDA graph {graphs} time(s)" if graphs else ""
-                found = Confirmed(cause, f"a second call on fresh tensors of the same shape with other values "
-                                         f"returned the first call's answer{how}")
-                verdict.update(found.columns())
-                return dict(verdict, reason=f"{found.evidence}:\n{second.get('reason', '')}"[:1000])
-            return dict(verdict, reason=f"a second call on fresh tensors of the same shape with other values "
-                                        f"fails:\n{second.get('reason', '')}"[:1000])
+            verdict.update(found.columns())
+            return dict(verdict, reason=f"{found.evidence}:\n{second.get('reason', '')}"[:1000])
         except ReferenceRejects:
             return None
         except Exception as exc:  # noqa: BLE001 - a probe that fails tells nothing

@@ -26,14 +26,15 @@ def poison_fresh_memory() -> None:
     warnings.filterwarnings("ignore", message=".*deterministic.*")
 
 
-def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None) -> None:  # pragma: no cover
+def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None,
+              explain: bool = True) -> None:  # pragma: no cover
     """The worker: receive jobs and cases over `conn`, answer each with a row.
 
     Requests arrive as (token, message); each answer carries its request's token, so a message that
     the candidate writes into the result channel itself is recognised by the parent as forged."""
     os.environ["RESCORE_WORKER"] = "1"
     poison_fresh_memory()
-    executor = Executor(device, budget)
+    executor = Executor(device, budget, explain=explain)
     executor.arm(audit)
     while True:
         try:
