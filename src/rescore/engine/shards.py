@@ -70,15 +70,16 @@ def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | Non
     """submission_id -> shard index in [0, shards).
 
     With several GPUs (shard k on GPU k % gpus, `gpus.shard_slot`) each submission goes first to the
-    GPU with the least expected work, then to that GPU's least loaded shard, so that the GPUs finish
-    together as well as the shards; with one GPU or none that is the plain longest-first fill."""
+    GPU with the least expected work per shard, then to that GPU's least loaded shard, so that the GPUs
+    finish together as well as the shards; with one GPU or none that is the plain longest-first fill."""
     weight = weights(submission_ids, load_costs() if costs is None else costs)
     groups = slot_shards(shards, gpus)
     load = [0.0] * shards
     group_load = [0.0] * len(groups)
     out: dict[str, int] = {}
     for sid in sorted(set(submission_ids), key=lambda s: (-weight[s], s)):
-        group = min(range(len(groups)), key=lambda g: (group_load[g], g))
+        group = min(range(len(groups)), key=lambda g: (group_load[g] / len(groups[g]), g))  # per shard: a
+        # GPU given fewer shards (shards not a multiple of gpus) runs fewer workers, and gets less
         shard = min(groups[group], key=lambda i: (load[i], i))
         out[sid] = shard
         load[shard] += weight[sid]
