@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -186,3 +187,30 @@ def test_a_dry_run_with_four_fake_gpus_gives_the_shards_distinct_slots(tmp_path)
         used = [int(g) for g, n in re.findall(r"gpu_(\d+)=(\d+)", resources) if n == "1"]
         slots[int(shard)] = used
     assert slots == {0: [0], 1: [1], 2: [2], 3: [3]}, r.stdout[-3000:]
+
+
+def test_the_cuda_prebuilds_test_loads_are_dealt_over_the_gpus(monkeypatch, tmp_path):
+    from rescore.engine import cuda_build
+
+    seen: dict[str, str | None] = {}
+
+    def record(source, root, key, timeout_s, max_jobs, problem_source=None, gpu=None):
+        seen[source] = gpu
+        return {"status": "no_build", "ok": True, "seconds": 0.0}
+
+    monkeypatch.setattr(cuda_build, "build_one", record)
+    monkeypatch.setattr(cuda_build, "build_key", dict)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    base = toy_submission("problem_scale.py", "torch_correct.py")
+    subs = [replace(base, language="cuda", source=f"# build {i}\n{base.source}") for i in range(5)]
+    table = cuda_build.prebuild(subs, "cuda", tmp_path, jobs=2, gpus=2)
+    assert len(table) == 5 and [seen[s.source] for s in subs] == ["0", "1", "0", "1", "0"]
+    seen.clear()
+    cuda_build.prebuild(subs, "cuda", tmp_path, jobs=2)  # one GPU: the builds inherit the device
+    assert set(seen.values()) == {None}
+
+
+def test_a_stage_of_one_job_pins_itself_and_its_workers(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert gpus_.pin_process(None) is None and gpus_.os.environ["CUDA_VISIBLE_DEVICES"] == "4,6"
+    assert gpus_.pin_process(1) == "6" and gpus_.os.environ["CUDA_VISIBLE_DEVICES"] == "6"

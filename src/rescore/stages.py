@@ -24,7 +24,7 @@ from rescore.engine import shards as shards_
 from rescore.engine.config import run_config
 from rescore.engine.cuda_build import write_builds
 from rescore.engine.degenerate import degenerate_table, problems_of
-from rescore.engine.gpus import shard_slot, with_gpu, worker_gpu
+from rescore.engine.gpus import pin_process, shard_slot, with_gpu, worker_gpu
 from rescore.engine.plan import plan_cases
 from rescore.engine.progress import ShardProgress, write_plan
 from rescore.engine.runner import run_submission
@@ -212,19 +212,25 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
     write_text(text, out)
 
 
-def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str) -> None:
-    """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer."""
+def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str,
+             gpu_slot: int | None = None) -> None:
+    """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer
+    (on `gpu_slot`'s GPU where the host has several: rescore.engine.gpus)."""
+    pin_process(gpu_slot)
     run_sanitizer(cases, submissions, manifests, config, out, log_dir)
 
 
-def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeout_s: float) -> None:
-    """Build every CUDA C submission's extensions once, before the checks, and write the builds table."""
-    write_builds(manifests, device, out, jobs=jobs, timeout_s=timeout_s)
+def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeout_s: float, gpus: int = 1) -> None:
+    """Build every CUDA C submission's extensions once, before the checks, and write the builds table
+    (the test loads dealt over `gpus` GPUs)."""
+    write_builds(manifests, device, out, jobs=jobs, timeout_s=timeout_s, gpus=gpus)
 
 
-def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None) -> None:
+def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None,
+                        gpu_slot: int | None = None) -> None:
     """The degenerate-problems table for every problem of the dumps: each null candidate through the
-    benchmark's own check (no table schema yet: the frame is written as it is)."""
+    benchmark's own check (no table schema yet: the frame is written as it is), on `gpu_slot`'s GPU."""
+    pin_process(gpu_slot)
     write_parquet(degenerate_table(problems_of(manifests), run_config(config), log_dir), out)
 
 
@@ -273,9 +279,11 @@ def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> Non
             figures.empty_figure("no comparable (control, variant) pairs to draw" + why, [out])
 
 
-def timing(config: dict, default_dumps: list[str], manifests: list[str], out: str, log_dir: str) -> None:
+def timing(config: dict, default_dumps: list[str], manifests: list[str], out: str, log_dir: str,
+           gpu_slot: int | None = None) -> None:
     """The timing table: every submission of the configured dumps timed on the GPU (`manifests` in the
-    order of the stage's dumps)."""
+    order of the stage's dumps), on `gpu_slot`'s GPU where the host has several."""
+    pin_process(gpu_slot)
     cfg = timing_settings(config, default_dumps)
     run_timing(dict(zip(cfg["dumps"], manifests)), cfg, out, log_dir)
 

@@ -92,3 +92,12 @@ def with_gpu(rows: list[dict], gpu: str | None) -> list[dict]:
     """`rows` with the `gpu` column filled from each row's own `versions` (a worker that restarted
     on the same slot reports the same device)."""
     return [dict(r, gpu=gpu_label(gpu, r.get("versions"))) for r in rows]
+
+
+def pin_process(slot: int | None) -> str | None:
+    """Put this stage process, and every worker or build it starts, on `slot`'s GPU (a stage of one
+    job: timing, the sanitizer, the degenerate problems); nothing without a slot. Returns the device."""
+    gpu = worker_gpu(slot)
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    return gpu
