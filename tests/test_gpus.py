@@ -5,7 +5,9 @@ in which the shards get distinct slots. With one GPU or none nothing changes."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -214,3 +216,52 @@ def test_a_stage_of_one_job_pins_itself_and_its_workers(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
     assert gpus_.pin_process(None) is None and gpus_.os.environ["CUDA_VISIBLE_DEVICES"] == "4,6"
     assert gpus_.pin_process(1) == "6" and gpus_.os.environ["CUDA_VISIBLE_DEVICES"] == "6"
+
+
+def _multi_gpu_report():
+    spec = importlib.util.spec_from_file_location("multi_gpu", REPO / "scripts" / "gpu" / "multi_gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_multi_gpu_figures_come_from_the_shards_logs_and_nvidia_smi(tmp_path, monkeypatch):
+    """A real (empty) shard on slot 1 of 2 writes the log line the figures read; the walls come from
+    the lease driver's log and the busy time from nvidia-smi's samples."""
+    from rescore.stages import log as stage_log
+    from rescore.stages import run_shard
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    report = _multi_gpu_report()
+    config = dict(yaml.safe_load((REPO / "config" / "config.yaml").read_text()), device="cpu")
+    work = tmp_path / "work"
+    for step, shard, gpus in (("mg1", 0, 1), ("mgall", 1, 2)):
+        results = work / step / "results"
+        (results / "logs/check/toy").mkdir(parents=True)
+        manifest = tmp_path / "manifest.json"
+        manifest.write_text("[]")
+        log = results / f"logs/check/toy/shard-{shard}.log"
+        handler, level = logging.FileHandler(log), stage_log.level
+        stage_log.addHandler(handler)
+        stage_log.setLevel(logging.INFO)
+        try:
+            run_shard(str(manifest), shard, 2, config, str(tmp_path / f"{step}.parquet"),
+                      str(tmp_path / f"{step}-shrunk.parquet"), str(tmp_path / "workers"), gpus=gpus)
+        finally:
+            stage_log.removeHandler(handler)
+            stage_log.setLevel(level)
+            handler.close()
+    (work / "driver.log").write_text("08:00:00 mg1 start\n08:10:00 mg1 end rc=0 wall=600 s triton_cache=3\n"
+                                     "08:10:01 mgall start\n08:15:01 mgall end rc=0 wall=300 s triton_cache=3\n")
+    samples = [(1, 0, 50), (1, 1, 0), (2, 0, 0), (2, 1, 80), (3, 0, 0), (3, 1, 80)]  # (second, GPU, util %)
+    (work / "mgall" / "smi.csv").write_text("".join(
+        f"2026/12/05 08:10:0{t}.000, {g}, NVIDIA H200, {u} %, 1000 MiB\n" for t, g, u in samples))
+    fig = report.figures(work)
+    assert fig["speedup"] == 2.0 and fig["runs"]["one_gpu"]["wall_s"] == 600
+    assert set(fig["runs"]["one_gpu"]["shards_by_gpu"]) == {"0"}  # one GPU: no slot, the first device
+    by_gpu = fig["runs"]["all_gpus"]["shards_by_gpu"]
+    assert set(by_gpu) == {"1"} and by_gpu["1"]["shards"] == 1
+    sampled = fig["runs"]["all_gpus"]["gpus_sampled"]
+    assert sampled["0"]["busy_s"] == 1.0 and sampled["1"]["busy_s"] == 1.0 and sampled["1"]["sampled_s"] == 2.0
+    assert report.main([str(work)]) == 0 and "speedup: 2.0" in (work / "multi_gpu.md").read_text()
+    assert json.loads((work / "multi_gpu.json").read_text())["speedup"] == 2.0
