@@ -23,8 +23,6 @@ from typing import Any
 
 from rescore.runtime.device import gpu_count
 
-MAX_GPUS = 64  # the schema's bound on `gpus`
-
 
 def host_gpus(setting: int | str | None, device: str) -> int:
     """The number of GPUs a run spreads its jobs over: the config's `gpus` when it is a number (a
