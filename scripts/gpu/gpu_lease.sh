@@ -22,6 +22,8 @@
 #           warm (caches as for warm); extg the same with its own file (EXT_CONFIG_DIR/<step>.yaml
 #           when EXT_CONFIG_DIR is set, for every ext step);
 #   wait    waits for the steps started beside (so that the steps after it are timed alone).
+#   mgwarm, mg1, mgall, mgreport   several GPUs (scripts/gpu/multi_gpu.sh, which sets them up): a
+#           warm-up on every GPU, the check stage on one GPU and on all of them, the figures.
 # STEPS (default "corpus& cold wait warm warm2") picks and orders them; a step written NAME& runs
 # beside the steps after it (the corpus triggers beside the cold run: only the warm runs are timed).
 # Each call watches until WATCH_S seconds have passed or the steps are done, then packs WORK
@@ -52,14 +54,14 @@ if ! { [ -f "$WORK/driver.pid" ] && kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/n
 fi
 until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; do
   line="$(date -u +%T)"
-  for s in cold big warm warm2 ext extg extwarm extwarm2; do line="$line $s $(find "$WORK/$s/results/cases" -name '*.parquet' 2>/dev/null | wc -l)"; done
+  for s in cold big warm warm2 ext extg extwarm extwarm2 mgwarm mg1 mgall; do line="$line $s $(find "$WORK/$s/results/cases" -name '*.parquet' 2>/dev/null | wc -l)"; done
   echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg)" >> "$WORK/watch.txt"
   sleep 15
 done
-for s in cold big warm warm2 ext extg extwarm extwarm2; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
+for s in cold big warm warm2 ext extg extwarm extwarm2 mgwarm mg1 mgall; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
 cp "$WORK/driver.log" "$WORK/watch.txt" "$OUT/" 2>/dev/null
 tar -czf /tmp/pack.tgz -C "$WORK" --exclude='*.workers' --exclude='.rescore-cache' --exclude='.snakemake' --exclude='config' \
-  --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm2/results/cases' --exclude='extwarm2/results/cases' \
+  --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm2/results/cases' --exclude='extwarm2/results/cases' --exclude='mg*/results/cases' \
   --ignore-failed-read $(cd "$WORK" && ls) 2>/dev/null
 split -b 15M /tmp/pack.tgz "$OUT/pack.tgz.part-"
 cat "$WORK/driver.log"; tail -3 "$WORK/watch.txt"

@@ -10,12 +10,13 @@ pipe() {  # step name, then snakemake targets and options (--set-threads, a list
   # downloaded dumps would
   # (EXT_CONFIG_DIR: each ext step's own file, EXT_CONFIG_DIR/<step>.yaml)
   case $name in ext*) cp "${EXT_CONFIG_DIR:+$EXT_CONFIG_DIR/$name.yaml}${EXT_CONFIG_DIR:-$EXT_CONFIG}" "$d/config/config.yaml" ;; esac
+  case $name in mg*) cp "$MG_CONFIG" "$d/config/mg.yaml" ;; esac  # scripts/gpu/multi_gpu.sh's overlay
   # The checkout's own caches (static PTX, generated modules) come from the step before, as for a
   # second run in the same checkout after `rm -rf results`; ~/.triton and the CUDA builds are shared.
   local prev; prev=$(ls -td "$WORK"/*/.rescore-cache 2>/dev/null | head -1)
   [ -n "$prev" ] && [ ! -d "$d/.rescore-cache" ] && cp -r "$prev" "$d/.rescore-cache"
   log "$name start"; t=$(date +%s)
-  (cd "$d" && python3 -m snakemake -s "$REPO/Snakefile" -d "$d" --cores 16 --keep-going --rerun-incomplete \
+  (cd "$d" && python3 -m snakemake -s "$REPO/Snakefile" -d "$d" --cores "${CORES:-16}" --keep-going --rerun-incomplete \
      "$@" --set-threads cuda_prebuild=12 \
      > "$d/snakemake.out" 2>&1)
   rc=$?
@@ -30,6 +31,22 @@ step() {  # one step, then its .done mark
       timeout "${CORPUS_TIMEOUT:-900}" python3 "$REPO/scripts/gpu/gpu_corpus.py" --workers 8 --race-repeats 3 \
         --out "$WORK/gpu_corpus.json" > "$WORK/gpu_corpus.log" 2>&1
       log "corpus end rc=$? wall=$(( $(date +%s) - t )) s" ;;
+    # scripts/gpu/multi_gpu.sh: a warm-up on every GPU, then the same check stage (MG_TARGET) on one
+    # GPU and on all of them, nvidia-smi sampled beside each, then the figures (multi_gpu.py)
+    mgwarm) pipe mgwarm "${MG_TARGET:-results/tables/cases.parquet}" --configfile config/config.yaml config/mg.yaml --config shards="${MG_SHARDS:-48}" gpus="$MG_GPUS" ;;
+    mg1|mgall)
+      mkdir -p "$WORK/$1"
+      nvidia-smi --query-gpu=timestamp,index,name,utilization.gpu,memory.used --format=csv,noheader \
+        -lms "${SAMPLE_MS:-500}" > "$WORK/$1/smi.csv" 2>&1 &
+      local smi=$!
+      if [ "$1" = mg1 ]; then
+        CUDA_VISIBLE_DEVICES=${MG_ONE_GPU:-0} pipe mg1 "${MG_TARGET:-results/tables/cases.parquet}" \
+          --configfile config/config.yaml config/mg.yaml --config shards="${MG_SHARDS:-48}" gpus=1
+      else
+        pipe mgall "${MG_TARGET:-results/tables/cases.parquet}" --configfile config/config.yaml config/mg.yaml --config shards="${MG_SHARDS:-48}" gpus="$MG_GPUS"
+      fi
+      kill "$smi" 2>/dev/null ;;
+    mgreport) python3 "$REPO/scripts/gpu/multi_gpu.py" "$WORK" > "$WORK/mgreport.out" 2>&1; log "mgreport rc=$?" ;;
     big) pipe big all --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;
     phases|phases2)  # where a case's time goes, in one process (phases2: again, after the runs compiled)
       log "$1 start"

@@ -24,6 +24,7 @@ from rescore.engine import shards as shards_
 from rescore.engine.config import run_config
 from rescore.engine.cuda_build import write_builds
 from rescore.engine.degenerate import degenerate_table, problems_of
+from rescore.engine.gpus import pin_process, shard_slot, with_gpu, worker_gpu
 from rescore.engine.plan import plan_cases
 from rescore.engine.progress import ShardProgress, write_plan
 from rescore.engine.runner import run_submission
@@ -71,23 +72,28 @@ def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> No
 
 def run_shard(
     manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
-    progress_dir: str | None = None,
+    progress_dir: str | None = None, gpus: int = 1,
 ) -> None:
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
     beside the other shards rather than in a stage after all of them (24 s of a 198 s H200 run).
-    With `progress_dir`, keep the shard's progress file there (`rescore.engine.progress`); nothing is printed."""
+    With `progress_dir`, keep the shard's progress file there (`rescore.engine.progress`); nothing is printed.
+    With `gpus` > 1 the shard's worker runs on its own GPU (`rescore.engine.gpus`)."""
+    began = time.monotonic()
     cfg = run_config(config)
     subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
     ids = [s.submission_id for s in subs]
     weight = shards_.weights(ids, shards_.expected_costs(subs, cfg.device))
-    assignment = shards_.assign(ids, shards, weight)
+    assignment = shards_.assign(ids, shards, weight, gpus)
     runnable = [s for s in subs if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
     planned = {s.submission_id: len(plan_cases(s, cfg)) for s in runnable}
     mine = [s for s in runnable if assignment[s.submission_id] == shard]
     total = sum(planned[s.submission_id] for s in mine)
-    log.info("shard %d of %d: %d submissions, %d cases (%s setting on %s)", shard, shards, len(mine), total,
-             setting_name(config, cfg.device), cfg.device)  # costs from logs
+    slot = shard_slot(shard, gpus)
+    gpu = worker_gpu(slot)
+    log.info("shard %d of %d: %d submissions, %d cases (%s setting on %s%s)", shard, shards, len(mine), total,
+             setting_name(config, cfg.device), cfg.device,
+             "" if slot is None else f", GPU slot {slot} of {gpus}: CUDA_VISIBLE_DEVICES={gpu}")  # costs from logs
     progress = None
     if progress_dir:
         plan = {k: {"submissions": 0, "cases": 0, "weight": 0.0} for k in range(shards)}
@@ -100,13 +106,13 @@ def run_shard(
         write_plan(progress_dir, dump, plan)
         progress = ShardProgress(progress_dir, dump, shard,
                                  [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
-    worker = Worker(cfg.device, cfg.budget, log_dir, explain=cfg.explain)
+    worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu, explain=cfg.explain)
     rows: list[dict] = []
     shrunk: list[dict] = []
     try:
         for sub in mine:
             start = time.monotonic()
-            sub_rows = run_submission(sub, cfg, worker, progress=progress)
+            sub_rows = with_gpu(run_submission(sub, cfg, worker, progress=progress), gpu)
             rows += sub_rows
             bad = sum(r["outcome"] in FLAGGING for r in sub_rows)
             failure = first_fuzz_failure(sub_rows)
@@ -123,6 +129,8 @@ def run_shard(
         worker.stop()
     if progress:
         progress.close()
+    log.info("shard %d: done in %.1f s%s", shard, time.monotonic() - began,
+             "" if gpu is None else f" on CUDA_VISIBLE_DEVICES={gpu}")  # each GPU's busy time (scripts/gpu)
     write_parquet(pd.DataFrame(rows), out_cases, "cases")
     write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
 
@@ -204,19 +212,25 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
     write_text(text, out)
 
 
-def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str) -> None:
-    """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer."""
+def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str,
+             gpu_slot: int | None = None) -> None:
+    """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer
+    (on `gpu_slot`'s GPU where the host has several: rescore.engine.gpus)."""
+    pin_process(gpu_slot)
     run_sanitizer(cases, submissions, manifests, config, out, log_dir)
 
 
-def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeout_s: float) -> None:
-    """Build every CUDA C submission's extensions once, before the checks, and write the builds table."""
-    write_builds(manifests, device, out, jobs=jobs, timeout_s=timeout_s)
+def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeout_s: float, gpus: int = 1) -> None:
+    """Build every CUDA C submission's extensions once, before the checks, and write the builds table
+    (the test loads dealt over `gpus` GPUs)."""
+    write_builds(manifests, device, out, jobs=jobs, timeout_s=timeout_s, gpus=gpus)
 
 
-def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None) -> None:
+def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None,
+                        gpu_slot: int | None = None) -> None:
     """The degenerate-problems table for every problem of the dumps: each null candidate through the
-    benchmark's own check (no table schema yet: the frame is written as it is)."""
+    benchmark's own check (no table schema yet: the frame is written as it is), on `gpu_slot`'s GPU."""
+    pin_process(gpu_slot)
     write_parquet(degenerate_table(problems_of(manifests), run_config(config), log_dir), out)
 
 
@@ -265,9 +279,11 @@ def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> Non
             figures.empty_figure("no comparable (control, variant) pairs to draw" + why, [out])
 
 
-def timing(config: dict, default_dumps: list[str], manifests: list[str], out: str, log_dir: str) -> None:
+def timing(config: dict, default_dumps: list[str], manifests: list[str], out: str, log_dir: str,
+           gpu_slot: int | None = None) -> None:
     """The timing table: every submission of the configured dumps timed on the GPU (`manifests` in the
-    order of the stage's dumps)."""
+    order of the stage's dumps), on `gpu_slot`'s GPU where the host has several."""
+    pin_process(gpu_slot)
     cfg = timing_settings(config, default_dumps)
     run_timing(dict(zip(cfg["dumps"], manifests)), cfg, out, log_dir)
 

@@ -1,4 +1,6 @@
 # Stage 2: run every submission under the fixed-shape check and the fuzz oracle, in shards.
+# With several GPUs shard k runs on GPU slot k % GPUS (resource gpu_<slot>=1: rescore.engine.gpus).
+from rescore.engine.gpus import shard_slot, slot_resources
 
 
 rule check_shard:
@@ -14,9 +16,11 @@ rule check_shard:
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
                                     "budget", "timeout_s", "light") if k in config},
         progress=lambda wildcards: f"results/progress/{wildcards.dump}",
+        gpus=GPUS,
     threads: SHARD_THREADS
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
+        **slot_resources(GPUS, lambda wildcards: shard_slot(int(wildcards.shard), GPUS)),
     log:
         "results/logs/check/{dump}/shard-{shard}.log",
     conda:

@@ -2,6 +2,7 @@
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from rescore.engine.gpus import host_gpus
 from rescore.engine.shards import shard_threads
 
 
@@ -18,6 +19,9 @@ try:
     SHARD_THREADS = shard_threads(workflow.cores)
 except WorkflowError:  # no --cores given (a dry run, --report, --lint): no job runs
     SHARD_THREADS = 1
+# The GPUs the check shards and the GPU stages spread over, one slot each (rescore.engine.gpus): the
+# config's `gpus` (`--config gpus=4`), else those torch sees on a CUDA run; 0 or 1 changes nothing.
+GPUS = host_gpus(config.get("gpus", "auto"), config["device"])
 CPU_ENV = "../../envs/cpu.yaml"
 
 ALL_OUTPUTS = [

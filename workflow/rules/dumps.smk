@@ -2,6 +2,8 @@
 # Included right after common.smk: check.smk's check_shard reads CUDA_BUILDS (per dump, so adding a
 # dump never re-runs the other dumps' checks).
 
+from rescore.engine.gpus import shard_slot, slot_resources
+
 CUDA_BUILDS = "results/cuda_builds/{dump}.parquet"
 
 
@@ -13,6 +15,7 @@ rule cuda_prebuild:
     params:
         device=config["device"],
         timeout_s=1800,
+        gpus=GPUS,  # the builds' test loads dealt over the GPUs
     threads: 8  # parallel CUDA builds; Snakemake caps this at --cores (profiles may set-threads)
     # Every check shard waits for it: before the static study (priority 20), which otherwise held
     # the cores it asks for, and a warm H200 run started its checks 29 s late (6 s of cached builds).
@@ -48,8 +51,10 @@ rule degenerate_problems:
     params:
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration", "budget",
                                     "timeout_s") if k in config},
+        gpu_slot=lambda wildcards: shard_slot(DUMPS.index(wildcards.dump), GPUS),
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
+        **slot_resources(GPUS, lambda wildcards: shard_slot(DUMPS.index(wildcards.dump), GPUS)),
     log:
         "results/logs/degenerate/{dump}.log",
     conda:

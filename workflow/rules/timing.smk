@@ -3,6 +3,7 @@
 # config `timing: {dumps, warmup, repeats, budget_s}`; dumps default to the papers dump.
 # Without a CUDA GPU every row is `skipped` (cheap: no worker starts). On a GPU the stage runs after
 # every check, so that no other job shares the GPU while kernels are timed.
+from rescore.engine.gpus import shard_slot, slot_resources
 from rescore.engine.timing_stage import shares_a_gpu
 
 TIMING = config.get("timing", {})
@@ -24,8 +25,10 @@ rule timing:
     params:
         config={k: config[k] for k in ("device", "fixed", "timeout_s", "budget", "timing") if k in config},
         default_dumps=TIMING_DUMPS,
+        gpu_slot=shard_slot(0, GPUS),  # the first GPU (the sanitizer takes the last)
     resources:
         gpu=1 if TIMING_ON_GPU else 0,
+        **slot_resources(GPUS, lambda wildcards: shard_slot(0, GPUS)),
     log:
         "results/logs/timing.log",
     conda:

@@ -12,4 +12,5 @@ run_shard(
     snakemake.output.shrunk,
     snakemake.log[0] + ".workers",
     snakemake.params.progress,
+    snakemake.params.gpus,
 )

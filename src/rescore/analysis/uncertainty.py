@@ -79,6 +79,36 @@ def _labels_paragraph(submissions: pd.DataFrame) -> list[str]:
             "controls.", ""]
 
 
+def gpus_paragraph(ran: pd.DataFrame, submissions: pd.DataFrame) -> list[str]:
+    """A paragraph (and its blank line) on the GPUs the executed cases ran on, from the `gpu` column
+    ("<index>: <model>", engine/gpus.py), or nothing when they ran on one GPU or none."""
+    if "gpu" not in ran.columns:
+        return []
+    on_gpu = ran[ran["gpu"].notna()]
+    gpus = sorted(on_gpu["gpu"].unique())
+    if len(gpus) < 2:
+        return []
+    model = on_gpu["gpu"].map(lambda g: str(g).split(": ", 1)[-1])
+    models = sorted(model.unique())
+    if len(models) == 1:
+        return [f"The cases ran on {len(gpus)} GPUs of one model ({models[0]}): {', '.join(gpus)}.", ""]
+    names = submissions.set_index("submission_id")["name"]
+    parts = []
+    for m in models:
+        rows = on_gpu[model == m]
+        parts.append(f"{m} ({rows['gpu'].nunique()} GPUs, {rows['submission_id'].nunique()} submissions, "
+                     f"{len(rows)} cases)")
+    spread = on_gpu.assign(model=model).groupby("submission_id")["model"].nunique()
+    split = sorted(names.get(s, s) for s in spread[spread > 1].index)
+    return [f"**The cases ran on GPUs of {len(models)} different models**: {'; '.join(parts)}. Each submission's "
+            "cases ran on the GPU its check shard was given, so two submissions may have been judged on "
+            "different models: rounding, scheduling, races and memory limits differ between models, and a "
+            "verdict holds for the model in its cases' `gpu` column, not for the others. To compare "
+            "submissions on one model, run with `gpus: 1` or on GPUs of one model."
+            + (f" These submissions have cases on more than one model: {', '.join(split)}."
+               if split else ""), ""]
+
+
 UNSEEN_PAST_BUFFERS = [
     "- That a kernel never writes past the end of a buffer it allocated itself (its output): on a GPU such a",
     "  write lands in whatever the allocator placed next, and is seen only when that is an input, a snapshot",
@@ -136,6 +166,7 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
         f"{', '.join(sorted(submissions['dump'].unique()))}; device {', '.join(devices)}; master seed "
         f"{config.get('master_seed')}; strategies {', '.join(sorted(ran['strategy'].unique()))}.",
         "",
+        *gpus_paragraph(ran, submissions),
         *_labels_paragraph(submissions),
         "## The input space covered",
         "",

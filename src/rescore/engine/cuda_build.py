@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.engine.gpus import shard_slot, worker_gpu
 from rescore.model.records import Submission, content_hash
 from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
 
@@ -77,7 +78,8 @@ def _error_text(stderr: str) -> str:
 
 
 def build_one(
-    source: str, root: Path, key: dict, timeout_s: float, max_jobs: int, problem_source: str | None = None
+    source: str, root: Path, key: dict, timeout_s: float, max_jobs: int, problem_source: str | None = None,
+    gpu: str | None = None,
 ) -> dict:
     """Import one source in a fresh process with its own TORCH_EXTENSIONS_DIR; record the outcome.
     With its problem's source, a source that builds nothing at import is also instantiated as the
@@ -98,6 +100,8 @@ def build_one(
     env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(folder), MAX_JOBS=str(max_jobs), PYTHONUNBUFFERED="1")
     src = str(Path(__file__).resolve().parents[2])  # the folder that holds rescore/
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if gpu is not None:  # the test load's GPU (engine/gpus.py); the build itself is the compiler's
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     start = time.perf_counter()
     transient = False
     try:
@@ -150,8 +154,10 @@ def prebuild(
     root: str | os.PathLike | None = None,
     jobs: int | None = None,
     timeout_s: float = 1800.0,
+    gpus: int = 1,
 ) -> pd.DataFrame:
-    """Build every CUDA submission's extensions (each distinct source once, `jobs` at a time).
+    """Build every CUDA submission's extensions (each distinct source once, `jobs` at a time; the
+    i-th source's test load on GPU slot i % gpus).
 
     One row per CUDA submission: status built | no_build (imported, but it builds nothing at import:
     it will build in the check stage) | failed | skipped (no GPU); `cached` when an earlier run's
@@ -183,7 +189,8 @@ def prebuild(
     key = build_key()
     log.info("prebuilding %d CUDA sources (%d submissions), %d at a time, in %s", len(sources), len(cuda), jobs, folder)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        built = pool.map(lambda src: build_one(src, folder, key, timeout_s, max_jobs, problems[src]), sources)
+        built = pool.map(lambda i, src: build_one(src, folder, key, timeout_s, max_jobs, problems[src],
+                                                  worker_gpu(shard_slot(i, gpus))), range(len(sources)), sources)
         results = dict(zip(sources, built))
     return _frame([_row(s, results[s.source]) for s in cuda])
 
@@ -217,6 +224,7 @@ def write_builds(
     jobs: int | None = None,
     root: str | None = None,
     timeout_s: float = 1800.0,
+    gpus: int = 1,
 ) -> pd.DataFrame:
     """The `cuda_prebuild` rule: build the CUDA submissions of every dump, write the builds table."""
     from rescore.model.records import submission_from_dict
@@ -224,7 +232,7 @@ def write_builds(
     from rescore.runtime.device import resolve_device
 
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
-    df = prebuild(subs, resolve_device(device), root, jobs, timeout_s)
+    df = prebuild(subs, resolve_device(device), root, jobs, timeout_s, gpus)
     write_parquet(df, out, "cuda_builds" if "cuda_builds" in SCHEMAS else None)
     failed = int((df["status"] == "failed").sum())
     log.info("CUDA builds: %s", df["status"].value_counts().to_dict())

@@ -114,8 +114,11 @@ class Worker:
     """A worker process and the pipes to it."""
 
     def __init__(self, device: str, budget: int, log_dir: str | None = None, wrapper: list[str] | None = None,
-                 extra_env: dict[str, str] | None = None, explain: bool = True):
+                 extra_env: dict[str, str] | None = None, gpu: str | None = None, explain: bool = True):
         self.device, self.budget = device, budget
+        # The device this worker runs on (CUDA_VISIBLE_DEVICES, `gpus.worker_gpu`); None leaves it as
+        # inherited. Every restart starts on it again: a lost context costs the other GPUs nothing.
+        self.gpu = gpu
         self.explain = explain  # the worker runs the experiments that confirm a failure's cause
         # A command the worker runs under (`compute-sanitizer --tool memcheck ...`: sanitizer.py), and
         # variables it adds to the scrubbed environment; the confinement inside the worker is the same.
@@ -147,6 +150,8 @@ class Worker:
         env["RESCORE_WRITABLE"] = os.pathsep.join(writable_roots(self.scratch))
         src = str(SRC_ROOT)
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu
         env.update(self.extra_env)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"worker-{os.getpid()}-{self.starts}.log"

@@ -18,6 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
+from rescore.engine.gpus import slot_shards
 from rescore.model.paths import SHARD_COSTS, SHARD_COSTS_CUDA
 from rescore.model.records import cuda_only
 from rescore.runtime.device import machine_cores
@@ -64,13 +65,23 @@ def weights(submission_ids: list[str], costs: dict[str, float]) -> dict[str, flo
     return {s: costs.get(s, default) for s in submission_ids}
 
 
-def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None) -> dict[str, int]:
-    """submission_id -> shard index in [0, shards)."""
+def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None,
+           gpus: int = 1) -> dict[str, int]:
+    """submission_id -> shard index in [0, shards).
+
+    With several GPUs (shard k on GPU k % gpus, `gpus.shard_slot`) each submission goes first to the
+    GPU with the least expected work per shard, then to that GPU's least loaded shard, so that the GPUs
+    finish together as well as the shards; with one GPU or none that is the plain longest-first fill."""
     weight = weights(submission_ids, load_costs() if costs is None else costs)
+    groups = slot_shards(shards, gpus)
     load = [0.0] * shards
+    group_load = [0.0] * len(groups)
     out: dict[str, int] = {}
     for sid in sorted(set(submission_ids), key=lambda s: (-weight[s], s)):
-        shard = min(range(shards), key=lambda i: (load[i], i))
+        group = min(range(len(groups)), key=lambda g: (group_load[g] / len(groups[g]), g))  # per shard: a
+        # GPU given fewer shards (shards not a multiple of gpus) runs fewer workers, and gets less
+        shard = min(groups[group], key=lambda i: (load[i], i))
         out[sid] = shard
         load[shard] += weight[sid]
+        group_load[group] += weight[sid]
     return out

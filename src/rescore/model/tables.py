@@ -86,6 +86,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("versions", _S),  # JSON
             ("replay", _S),
             ("findings", _S),  # comma-separated: what the submission did besides answering (findings.py)
+            ("gpu", _S),  # "<index>: <model>": the host's GPU that ran the case (engine/gpus.py); null on the CPU
         ]
     ),
 }

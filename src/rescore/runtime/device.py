@@ -47,3 +47,14 @@ def machine_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    """The CUDA GPUs this process sees (`torch.cuda.device_count()`, which honours
+    CUDA_VISIBLE_DEVICES), 0 where torch or the driver is missing."""
+    try:
+        import torch
+
+        return int(torch.cuda.device_count())
+    except Exception:  # pragma: no cover - torch or the driver missing
+        return 0
