@@ -31,8 +31,8 @@ MEMBERS = [*Outcome, *FixedVerdict, *FuzzVerdict, *RunStatus]
 @pytest.mark.parametrize("m", MEMBERS, ids=lambda m: f"{type(m).__name__}.{m.name}")
 def test_a_member_prints_and_formats_as_its_value(m):
     v = m.value
-    assert str(m) == v and f"{m}" == v and "%s" % m == v and "{}".format(m) == v
-    assert f"{m:>14}" == f"{v:>14}" and "{:<9}|".format(m) == f"{v:<9}|"
+    assert str(m) == v and f"{m}" == v and "%s" % m == v and "{}".format(m) == v  # noqa: UP031, UP032
+    assert f"{m:>14}" == f"{v:>14}" and "{:<9}|".format(m) == f"{v:<9}|"  # noqa: UP032
     assert json.dumps({m: m}) == json.dumps({v: v})
     assert hash(m) == hash(v) and m == v and v == m and not (m != v)
     assert v in {m} and m in frozenset({v}) and m in [v]

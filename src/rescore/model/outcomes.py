@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class _Value(str, Enum):
+class ValueEnum(str, Enum):
     """A str enum that prints, formats and serialises as its value."""
 
     __str__ = str.__str__
@@ -20,7 +20,7 @@ class _Value(str, Enum):
         return str.__format__(self.value, spec)
 
 
-class Outcome(_Value):
+class Outcome(ValueEnum):
     PASS = "pass"
     MISMATCH = "mismatch"  # finite but outside tolerance
     NONFINITE = "nonfinite"  # NaN/Inf where the reference is finite, or the reverse
@@ -34,7 +34,7 @@ class Outcome(_Value):
     OOM = "oom"  # a worker status, never recorded: the sandbox retries the case, then records SKIPPED
 
 
-class FixedVerdict(_Value):
+class FixedVerdict(ValueEnum):
     """A submission's verdict under the benchmark's own fixed-shape check."""
 
     PASS = "pass"
@@ -42,7 +42,7 @@ class FixedVerdict(_Value):
     SKIPPED = "skipped"
 
 
-class FuzzVerdict(_Value):
+class FuzzVerdict(ValueEnum):
     """A submission's verdict from its fuzz cases, as the illusion table gives it."""
 
     PASS = "pass"
@@ -51,7 +51,7 @@ class FuzzVerdict(_Value):
     SKIPPED = "skipped"  # no case ran
 
 
-class RunStatus(_Value):
+class RunStatus(ValueEnum):
     """The success of a timing row or a static job; their failures are Outcomes."""
 
     OK = "ok"
@@ -73,7 +73,8 @@ FLAGGING: frozenset[Outcome] = frozenset(
     }
 )
 
-TOLERANCE_JUDGED: tuple[Outcome, ...] = (Outcome.PASS, Outcome.MISMATCH, Outcome.NONFINITE)  # a tolerance can change these
+# The outcomes a tolerance can change.
+TOLERANCE_JUDGED: tuple[Outcome, ...] = (Outcome.PASS, Outcome.MISMATCH, Outcome.NONFINITE)
 
 DIED: tuple[Outcome, ...] = (Outcome.CRASH, Outcome.TIMEOUT)  # a load whose worker did not survive it
 
