@@ -3,13 +3,17 @@ exactly as their string values; and no module writes one as a bare string."""
 
 from __future__ import annotations
 
+import ast
 import json
 import pickle
+import re
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 
+import rescore
 from rescore.model.outcomes import (
     ALL_OUTCOMES,
     DIED,
@@ -34,6 +38,7 @@ def test_a_member_prints_and_formats_as_its_value(m):
     assert str(m) == v and f"{m}" == v and "%s" % m == v and "{}".format(m) == v  # noqa: UP031, UP032
     assert f"{m:>14}" == f"{v:>14}" and "{:<9}|".format(m) == f"{v:<9}|"  # noqa: UP032
     assert json.dumps({m: m}) == json.dumps({v: v})
+    assert repr(m) == repr(v) and f"{[m]}" == f"{[v]}" and "%r" % ({m: 1},) == "%r" % ({v: 1},)  # noqa: UP031
     assert hash(m) == hash(v) and m == v and v == m and not (m != v)
     assert v in {m} and m in frozenset({v}) and m in [v]
 
@@ -74,3 +79,121 @@ def test_only_builtins_cross_the_pipe():
     back = pickle.loads(data)
     assert back == {"outcome": "crash", "nested": {"ref_outcome": "pass"}, "list": ["ok"]}
     assert type(back["outcome"]) is str and type(back["nested"]["ref_outcome"]) is str
+
+
+# --- no bare outcome literal -------------------------------------------------------------------------
+
+SRC = Path(rescore.__file__).parent
+OUTCOME_WORDS = {o.value for o in Outcome}
+VERDICT_WORDS = {m.value for m in (*FixedVerdict, *FuzzVerdict, *RunStatus)} - OUTCOME_WORDS  # fail, flagged, ok
+OUTCOME_KEYS = re.compile(r"(^|_)(outcome|verdict|status)$")  # a dict key or keyword that holds one
+COMPARED_BY = {"isin", "eq", "ne"}
+# Files where these words are another vocabulary, never an outcome rescore writes: the benchmarks'
+# own result words, mapped to claimed verdicts by the dump adapters.
+ALLOWED = {"ingest/common.py"}
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _in_enum_body(node: ast.AST, parent: dict) -> bool:
+    """`A = "pass"` in the body of an Enum class: a member's definition."""
+    up = parent.get(node)
+    klass = parent.get(up)
+    return (isinstance(up, ast.Assign) and isinstance(klass, ast.ClassDef)
+            and any(isinstance(b, ast.Name) and b.id.endswith("Enum") for b in klass.bases))
+
+
+def _compared(node: ast.AST, parent: dict) -> bool:
+    """An operand of a comparison, or an argument of `.isin`/`.eq`/`.ne`, directly or in a collection."""
+    up = parent.get(node)
+    if isinstance(up, (ast.Tuple, ast.List, ast.Set)):
+        node, up = up, parent.get(up)
+    if isinstance(up, ast.Compare):
+        return True
+    return (isinstance(up, ast.Call) and node in up.args and isinstance(up.func, ast.Attribute)
+            and up.func.attr in COMPARED_BY)
+
+
+def _stored_as_outcome(node: ast.AST, parent: dict) -> bool:
+    """The value of an `outcome`/`verdict`/`status` key or keyword, or a function's return value."""
+    up = parent.get(node)
+    if isinstance(up, ast.IfExp):
+        node, up = up, parent.get(up)
+    if isinstance(up, ast.keyword):
+        return up.arg is not None and bool(OUTCOME_KEYS.search(up.arg))
+    if isinstance(up, ast.Dict) and node in up.values:
+        key = up.keys[up.values.index(node)]
+        return isinstance(key, ast.Constant) and isinstance(key.value, str) and bool(OUTCOME_KEYS.search(key.value))
+    return isinstance(up, ast.Return)
+
+
+def bare_outcomes(source: str) -> list[tuple[int, str]]:
+    """(line, word) of every outcome written as a bare string in `source`.
+
+    A word of Outcome's counts anywhere but as a subscript key (`row["skipped"]`, a column) or an enum
+    member's definition; a verdict-only word (fail, flagged, ok: also column names and record keys)
+    counts where it is compared or stored as an outcome, verdict or status."""
+    tree = ast.parse(source)
+    parent = _parents(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        up = parent.get(node)
+        if isinstance(up, ast.Subscript) and up.slice is node or _in_enum_body(node, parent):
+            continue
+        if node.value in OUTCOME_WORDS or (
+            node.value in VERDICT_WORDS and (_compared(node, parent) or _stored_as_outcome(node, parent))
+        ):
+            found.append((node.lineno, node.value))
+    return found
+
+
+def _package_files() -> list[Path]:
+    return [p for p in sorted(SRC.rglob("*.py")) if "corpus/ops" not in p.relative_to(SRC).as_posix()]
+
+
+def test_no_module_writes_an_outcome_as_a_bare_string():
+    found = [f"{p.relative_to(SRC)}:{line}: {word!r}"
+             for p in _package_files() if p.relative_to(SRC).as_posix() not in ALLOWED
+             for line, word in bare_outcomes(p.read_text())]
+    assert not found, "write these as Outcome/FixedVerdict/FuzzVerdict/RunStatus members:\n" + "\n".join(found)
+
+
+def test_the_allowed_files_do_use_the_words():
+    """An allow-listed file that no longer holds any of the words should leave the list."""
+    for name in ALLOWED:
+        assert bare_outcomes((SRC / name).read_text()), name
+
+
+@pytest.mark.parametrize("planted", [
+    'row = {"outcome": "crash", "reason": why}',
+    'return dict(row, outcome="skipped", reason=why)',
+    'raise WorkerDied("timeout", why)',
+    'v = Verdict("oom", text)',
+    'if r["outcome"] == "pass": pass',
+    'ran = df[~df["outcome"].isin(["skipped", "declined"])]',
+    'if loaded.get("outcome") in ("crash", "timeout"): pass',
+    'ok = df[df["fuzz_verdict"] == "flagged"]',
+    'x = df["seeded"].eq("fail")',
+    'row.update(outcome="ok", reason="")',
+    'return "fail" if bad else "pass"',
+    'doc = {"verdict": "fail"}',
+    'rows.append(dict(base, status="ok"))',
+])
+def test_the_walk_finds_a_planted_literal(planted):
+    assert bare_outcomes(planted), planted
+
+
+@pytest.mark.parametrize("clean", [
+    'n = row["skipped"] + df["flagged"].sum()',
+    'class Kind(ValueEnum):\n    PASS = "pass"\n    OK = "ok"',
+    'record = {"ok": ok}; good = record.get("ok")',
+    'df["flagged"] = df["outcome"].isin(FLAGGING)',
+    'row["why"] = "nondeterministic" if nd else "flagged"',
+    'if r["outcome"] == Outcome.PASS and v == FuzzVerdict.FLAGGED: pass',
+])
+def test_the_walk_leaves_other_words_alone(clean):
+    assert not bare_outcomes(clean), clean

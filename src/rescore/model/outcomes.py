@@ -12,12 +12,16 @@ from enum import Enum
 
 
 class ValueEnum(str, Enum):
-    """A str enum that prints, formats and serialises as its value."""
+    """A str enum that prints, formats and serialises as its value, also inside a printed list or dict
+    (a log line of counts, a reason naming a set of outcomes): `repr` is the value's too."""
 
     __str__ = str.__str__
 
     def __format__(self, spec: str) -> str:
         return str.__format__(self.value, spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 class Outcome(ValueEnum):
