@@ -19,7 +19,7 @@ from rescore.model.run import RunConfig
 log = logging.getLogger("rescore")
 
 
-def _verdict(row: dict) -> str:
+def _verdict(row: dict) -> FixedVerdict | str:
     outcome = row.get("outcome")
     if outcome == Outcome.PASS:
         return FixedVerdict.PASS

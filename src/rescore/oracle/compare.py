@@ -21,7 +21,7 @@ _FINITE, _NAN, _POS_INF, _NEG_INF = 0, 1, 2, 3
 
 @dataclass
 class Comparison:
-    outcome: str  # pass | mismatch | nonfinite
+    outcome: Outcome  # pass | mismatch | nonfinite
     max_abs_err: float
     max_rel_err: float
     err_ulp: float

@@ -25,7 +25,7 @@ class NeedsRestart(Exception):
 
 @dataclass
 class Verdict:
-    outcome: str
+    outcome: Outcome
     reason: str = ""
     diagnosis: str | None = None  # set when the failure itself says why (an out-of-bounds access)
 
