@@ -27,7 +27,7 @@ from rescore.model.outcomes import (
     fuzz_verdict,
 )
 from rescore.model.tables import conform
-from rescore.worker.protocol import plain
+from rescore.worker.protocol import Case, decode, encode, plain
 
 MEMBERS = [*Outcome, *FixedVerdict, *FuzzVerdict, *RunStatus]
 
@@ -79,6 +79,8 @@ def test_only_builtins_cross_the_pipe():
     back = pickle.loads(data)
     assert back == {"outcome": "crash", "nested": {"ref_outcome": "pass"}, "list": ["ok"]}
     assert type(back["outcome"]) is str and type(back["nested"]["ref_outcome"]) is str
+    wire = encode(Case("shrink", 3, "float32", {"sizes": [4], "outcome": Outcome.TIMEOUT}))
+    assert b"rescore" not in pickle.dumps(wire) and decode(wire).override == {"sizes": [4], "outcome": "timeout"}
 
 
 # --- no bare outcome literal -------------------------------------------------------------------------

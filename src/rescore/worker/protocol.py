@@ -92,13 +92,13 @@ class UnknownMessage(ValueError):
 
 
 def encode(msg: Request) -> tuple:
-    """The wire tuple of a request."""
+    """The wire tuple of a request (its dicts with Enum members replaced by their values, as `plain`)."""
     if isinstance(msg, Load):
-        return (Kind.LOAD.value, msg.job)
+        return (Kind.LOAD.value, _plain(msg.job))
     if isinstance(msg, Fixed):
         return (Kind.FIXED.value, msg.profile, msg.dtype)
     if isinstance(msg, Case):
-        return (Kind.CASE.value, asdict(msg))
+        return (Kind.CASE.value, _plain(asdict(msg)))
     if isinstance(msg, Time):
         return (Kind.TIME.value, asdict(msg))
     if isinstance(msg, Stop):
