@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from rescore.model.outcomes import NEEDS_GPU as NEEDS_GPU  # the reason of a timing request without a GPU
+from rescore.model.outcomes import Outcome, RunStatus
 from rescore.oracle.fixed import WEIGHT_SEED, trial_seeds
 from rescore.oracle.tolerance import torch_dtype
 from rescore.worker.context import WorkerContext
@@ -231,7 +232,7 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
     size: CPU tensors then take the same path as a GPU's."""
     row = {"dtype": dtype, "warmup": max(1, warmup), **environment(ctx.versions)}
     if not host_clock and ctx.device != "cuda":
-        return dict(row, outcome="skipped", reason=NEEDS_GPU)
+        return dict(row, outcome=Outcome.SKIPPED, reason=NEEDS_GPU)
     skip = cannot_run(ctx.loaded, ctx.device, dtype)
     if skip:
         return dict(row, outcome=skip.outcome, reason=skip.reason)
@@ -247,7 +248,7 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
         inputs = benchmark_inputs(loaded.problem, ctx.device, dtype)
     except Exception as exc:  # noqa: BLE001 - the problem's own code: not the candidate's fault
         reason = f"problem {where}: its inputs could not be made: {type(exc).__name__}: {exc}"
-        return dict(row, outcome="skipped", reason=reason[:500])
+        return dict(row, outcome=Outcome.SKIPPED, reason=reason[:500])
     try:
         seed(WEIGHT_SEED)
         model = guard.call(loaded.candidate.ModelNew, *init)
@@ -258,16 +259,16 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
             raise
         verdict = verdict_of(exc, guard.findings, loaded.candidate_file, ctx.device)
         return dict(row, outcome=verdict.outcome, reason=verdict.reason)
-    row.update(columns(timed), capped=timed.capped, outcome="ok", reason="")
+    row.update(columns(timed), capped=timed.capped, outcome=RunStatus.OK, reason="")
     try:  # the problem's Model, the same way, on inputs of its own (the candidate may have written its)
         inputs = benchmark_inputs(loaded.problem, ctx.device, dtype)
         seed(WEIGHT_SEED)
         reference = placed(loaded.problem.Model(*init), ctx.device, dtype)
         ref = measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s)
-        row.update(columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
+        row.update(columns(ref, "ref_"), ref_outcome=RunStatus.OK, ref_reason="")
     except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
         if is_cuda_failure(exc) and not cuda_context_usable():
             raise NeedsRestart(f"the reference left the GPU unusable: {exc}"[:500]) from exc
         reason = f"problem {where}: the reference failed: {type(exc).__name__}: {exc}"
-        row.update(ref_outcome="crash", ref_reason=reason[:500])
+        row.update(ref_outcome=Outcome.CRASH, ref_reason=reason[:500])
     return row

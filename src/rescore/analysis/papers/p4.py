@@ -18,6 +18,7 @@ import pandas as pd
 
 from rescore.analysis.papers.match import MATCHED, match_kernels, usable
 from rescore.analysis.papers.published import any_differs, differs, parse
+from rescore.model.outcomes import RunStatus
 
 TIMES = ("control_ms", "variant_ms", "d_ms_median", "d_perf_pct")
 
@@ -45,7 +46,7 @@ class Times:
             r = self.by_name.get(name)
             if r is None:
                 return dict(out, timing_note=f"no times: {role} {name} has no row in timing.parquet")
-            if r["status"] != "ok":
+            if r["status"] != RunStatus.OK:
                 return dict(out, timing_note=f"no times: {role} {name} {r['status']}: {r['reason']}")
             got[role] = r
         c, v = got["control"], got["buggy"]
@@ -64,7 +65,7 @@ def timing_summary(timing: pd.DataFrame, subs: pd.DataFrame, table: pd.DataFrame
     subs = usable(subs)
     timed = int(table["d_ms_median"].notna().sum()) if len(table) else 0
     mine = timing[timing["submission_id"].isin(set(subs["submission_id"]))] if len(timing) else timing
-    ok = mine[mine["status"] == "ok"] if len(mine) else mine
+    ok = mine[mine["status"] == RunStatus.OK] if len(mine) else mine
     if not len(ok):
         why = "; ".join(sorted(set(mine["reason"].dropna()))[:3]) if len(mine) else "the dump was not timed"
         return f"No times ({len(mine)} rows of timing.parquet for this dump, none timed: {why}): d_ms, d_perf% NaN."
@@ -135,7 +136,7 @@ def static_note(r: dict, name: str | None, how: str, sub: dict | None, arch: str
         sides = []
         for side in ("variant", "control"):
             outcome = r.get(f"{side}_outcome")
-            if outcome != "ok":
+            if outcome != RunStatus.OK:
                 error = r.get(f"{side}_error")
                 error = f": {error[:300]}" if isinstance(error, str) and error else ""
                 sides.append(f"{side} {r.get(f'{side}_id')} {outcome}{error}")
