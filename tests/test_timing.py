@@ -249,3 +249,12 @@ def test_a_kernel_that_cheats_only_when_timed_is_caught_and_left_out_of_speedups
     assert pair["timing_note"].startswith("no times: buggy sniffs_harness's timed output is mismatch")
     legacy = timing_df.drop(columns=["timed_output", "timed_reason"])  # rows written before the check existed
     assert not pd.isna(p4.Times(legacy, names).pair("torch_correct", "sniffs_harness")["d_ms_median"])
+
+
+def test_a_reference_that_fails_leaves_the_candidate_times_and_says_the_output_was_not_judged():
+    row = timing.reference_failed({"median_ms": 1.0}, RuntimeError("boom"), "p.py")
+    assert (row["median_ms"], row["ref_outcome"], row["timed_output"]) == (1.0, "crash", "unchecked")
+    assert row["timed_reason"] == "not judged: problem p.py: the reference failed: RuntimeError: boom"
+    judged = timing.reference_failed({"timed_output": "mismatch", "timed_reason": "r"}, RuntimeError("x"), "p.py")
+    assert (judged["timed_output"], judged["timed_reason"], judged["ref_outcome"]) == ("mismatch", "r", "crash")
+    assert not p4.wrong_when_timed(row) and p4.wrong_when_timed(judged)

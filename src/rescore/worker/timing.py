@@ -353,21 +353,13 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
         return dict(row, outcome=verdict.outcome, reason=verdict.reason)
     row.update(columns(timed), capped=timed.capped, outcome="ok", reason="")
     out, values = last
-    try:  # the problem's Model, the same way, on inputs of its own (the candidate may have written its)
+    try:  # the problem's Model, on the values of the candidate's last timed call, then timed the same way
         seed(WEIGHT_SEED)
         reference = placed(loaded.problem.Model(*init), ctx.device, dtype)
         with timing_mode():
             expected = reference(*[x.clone() if isinstance(x, torch.Tensor) else x for x in values])
-        inputs = ring.fresh_inputs()
-        ref = measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s, lambda: ring.fill(inputs))
-        row.update(columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
     except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
-        if is_cuda_failure(exc) and not cuda_context_usable():
-            raise NeedsRestart(f"the reference left the GPU unusable: {exc}"[:500]) from exc
-        reason = f"problem {where}: the reference failed: {type(exc).__name__}: {exc}"
-        row.update(ref_outcome="crash", ref_reason=reason[:500], timed_output="unchecked",
-                   timed_reason=f"not judged: {reason}"[:1000])
-        return row
+        return reference_failed(row, exc, where)
     try:
         verdict, why = guard.call(check_timed, out, expected, dtype)
     except Exception as exc:  # noqa: BLE001 - the candidate's output could not even be compared
@@ -375,4 +367,24 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
     row.update(timed_output=verdict, timed_reason=why[:1000])
     if verdict in ("mismatch", "nonfinite"):
         guard.found("wrong_when_timed", f"the output of its last timed call is wrong ({verdict})")
+    del out, expected, last[:]
+    try:  # on inputs of its own (the candidate may have written its)
+        inputs = ring.fresh_inputs()
+        ref = measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s, lambda: ring.fill(inputs))
+        row.update(columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
+    except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
+        return reference_failed(row, exc, where)
+    return row
+
+
+def reference_failed(row: dict, exc: Exception, where: str) -> dict:
+    """The row once the problem's Model failed: the candidate's times kept, the reference's failure
+    beside them (and the timed output not judged, if it was not yet); a GPU left unusable restarts
+    the worker."""
+    if is_cuda_failure(exc) and not cuda_context_usable():
+        raise NeedsRestart(f"the reference left the GPU unusable: {exc}"[:500]) from exc
+    reason = f"problem {where}: the reference failed: {type(exc).__name__}: {exc}"
+    row.update(ref_outcome="crash", ref_reason=reason[:500])
+    row.setdefault("timed_output", "unchecked")
+    row.setdefault("timed_reason", f"not judged: {reason}"[:1000])
     return row
