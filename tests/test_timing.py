@@ -11,6 +11,7 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -215,6 +216,10 @@ def test_the_value_ring_changes_every_input_in_place_and_keeps_to_its_memory():
     tight = timing.ValueRing(problem, "cpu", "float32", calls=100, ring_bytes=3 * timing.input_bytes(inputs))
     assert tight.count == 3
     assert timing.ValueRing(problem, "cpu", "float32", calls=100, ring_bytes=1).count == 2  # never the same twice
+    drawn_sizes = iter([3, 3, 5, 3])  # a problem whose get_inputs() draws its sizes: sets of one shape only
+    sizes = SimpleNamespace(get_inputs=lambda: [torch.randn(next(drawn_sizes)), 7])
+    ring = timing.ValueRing(sizes, "cpu", "float32", calls=4)
+    assert ring.count == 2 and [len(v[0]) for v in ring.sets] == [3, 3]
 
 
 def test_the_timed_output_is_judged_like_the_fixed_check():

@@ -234,17 +234,28 @@ def input_bytes(inputs: Sequence) -> int:
     return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
 
 
+def layout(inputs: Sequence) -> list:
+    """Shape and dtype of each tensor among `inputs` (None for other inputs)."""
+    return [(tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else None for x in inputs]
+
+
 class ValueRing:
     """Value sets for the inputs, drawn before timing: set 0 is the benchmark's own inputs (the fixed
     check's first trial), set i its trial i's, as many as there are calls or RING_BYTES holds
-    (at least two). Each call copies the next set into the inputs in place: the tensors keep their
-    addresses, their `_version` moves and their content changes."""
+    (at least two), and only while get_inputs() keeps its shapes and dtypes (a problem that draws its
+    sizes gets fewer, down to one: `count`). Each call copies the next set into the inputs in place:
+    the tensors keep their addresses, their `_version` moves and their content changes."""
 
     def __init__(self, problem: Any, device: str, dtype: str, calls: int, ring_bytes: int = RING_BYTES):
         first = benchmark_inputs(problem, device, dtype)
         size = max(1, input_bytes(first))
-        self.count = max(2, min(calls, ring_bytes // size))
-        self.sets = [first] + [benchmark_inputs(problem, device, dtype, trial) for trial in range(1, self.count)]
+        self.sets = [first]
+        for trial in range(1, max(2, min(calls, ring_bytes // size))):
+            drawn = benchmark_inputs(problem, device, dtype, trial)
+            if layout(drawn) != layout(first):
+                break
+            self.sets.append(drawn)
+        self.count = len(self.sets)
         self.next = 0
         self.last: list = first  # the set the inputs last received
 
