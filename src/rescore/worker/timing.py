@@ -215,11 +215,11 @@ def seed(value: int) -> None:
         torch.cuda.manual_seed(value)
 
 
-def benchmark_inputs(problem: Any, device: str, dtype: str, trial: int = 0) -> list:
-    """get_inputs() as the fixed check's trial `trial` draws it (oracle/fixed.py; 0, the first, by
-    default), its floating tensors at `dtype`, on `device`."""
+def benchmark_inputs(problem: Any, device: str, dtype: str, trial_seed: int | None = None) -> list:
+    """get_inputs() as the fixed check's first trial draws it (oracle/fixed.py), or the trial of
+    `trial_seed`, its floating tensors at `dtype`, on `device`."""
     tdtype = torch_dtype(dtype)
-    seed(trial_seeds(WEIGHT_SEED, trial + 1)[trial])
+    seed(trial_seeds(WEIGHT_SEED, 1)[0] if trial_seed is None else trial_seed)
     out = []
     for x in problem.get_inputs():
         if isinstance(x, torch.Tensor):
@@ -250,8 +250,8 @@ class ValueRing:
         first = benchmark_inputs(problem, device, dtype)
         size = max(1, input_bytes(first))
         self.sets = [first]
-        for trial in range(1, max(2, min(calls, ring_bytes // size))):
-            drawn = benchmark_inputs(problem, device, dtype, trial)
+        for trial_seed in trial_seeds(WEIGHT_SEED, max(2, min(calls, ring_bytes // size)))[1:]:
+            drawn = benchmark_inputs(problem, device, dtype, trial_seed)
             if layout(drawn) != layout(first):
                 break
             self.sets.append(drawn)
