@@ -227,11 +227,11 @@ def test_the_timed_output_is_judged_like_the_fixed_check():
     assert timing.check_timed(ref + 1e-4, ref, "float32") == ("pass", "")
     verdict, why = timing.check_timed(torch.zeros_like(ref), ref, "float32")
     assert verdict == "mismatch" and "output 0 of the last timed call" in why
-    assert timing.check_timed(ref[:2], ref, "float32")[0] == "mismatch"
+    assert timing.check_timed(ref[:2], ref, "float32")[0] == "bad_output"
     nan = torch.full((4, 8), float("nan"))
     assert timing.check_timed(nan.clone(), nan, "float32")[0] == "pass"  # NaN where the reference's is
     assert timing.check_timed(nan, torch.ones(4, 8), "float32")[0] == "nonfinite"
-    assert timing.check_timed("done", torch.ones(2), "float32")[0] == "mismatch"
+    assert timing.check_timed("done", torch.ones(2), "float32")[0] == "bad_output"
     assert timing.check_timed(torch.ones(3, dtype=torch.int64), torch.ones(3, dtype=torch.int64), "float32") == (
         "pass", "")
 
@@ -258,7 +258,7 @@ def test_a_kernel_that_cheats_only_when_timed_is_caught_and_left_out_of_speedups
 
 def test_a_reference_that_fails_leaves_the_candidate_times_and_says_the_output_was_not_judged():
     row = timing.reference_failed({"median_ms": 1.0}, RuntimeError("boom"), "p.py")
-    assert (row["median_ms"], row["ref_outcome"], row["timed_output"]) == (1.0, "crash", "unchecked")
+    assert (row["median_ms"], row["ref_outcome"], row["timed_output"]) == (1.0, "crash", "skipped")
     assert row["timed_reason"] == "not judged: problem p.py: the reference failed: RuntimeError: boom"
     judged = timing.reference_failed({"timed_output": "mismatch", "timed_reason": "r"}, RuntimeError("x"), "p.py")
     assert (judged["timed_output"], judged["timed_reason"], judged["ref_outcome"]) == ("mismatch", "r", "crash")

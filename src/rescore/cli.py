@@ -15,6 +15,7 @@ from rescore.engine.replay import replay_cli
 from rescore.engine.runner import Progress
 from rescore.ingest.files import pair_from_files
 from rescore.inputs.strategies import STRATEGIES, STUDY, check_mix
+from rescore.model.outcomes import FixedVerdict, FuzzVerdict
 from rescore.model.run import (
     FUZZ_DTYPES,
     SETTLE_AFTER,
@@ -72,7 +73,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(doc, indent=2, default=str))
-    flagged = doc["fixed"]["verdict"] != "pass" or doc["fuzz"]["verdict"] == "flagged"
+    flagged = doc["fixed"]["verdict"] != FixedVerdict.PASS or doc["fuzz"]["verdict"] == FuzzVerdict.FLAGGED
     return EXIT_FLAGGED if flagged else EXIT_OK
 
 

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.model.outcomes import FixedVerdict, FuzzVerdict
+
 VERDICT_COLOURS = {
-    "pass": "#4c9f70",
-    "fail": "#d1495b",
-    "flagged": "#d1495b",
-    "declined": "#edae49",
-    "skipped": "#cccccc",
+    FuzzVerdict.PASS: "#4c9f70",
+    FixedVerdict.FAIL: "#d1495b",
+    FuzzVerdict.FLAGGED: "#d1495b",
+    FuzzVerdict.DECLINED: "#edae49",
+    FuzzVerdict.SKIPPED: "#cccccc",
 }
 NO_LABELS = "no labelled submissions"  # what an empty panel of a recall figure says first
 
@@ -59,7 +61,7 @@ def verdicts_figure(illusion: pd.DataFrame, outputs: list[str]) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("#4c9f70", "#d1495b", "#edae49", "#cccccc")]
     ax.legend(
         handles,
-        ["pass", "fail / flagged", "declined", "skipped"],
+        [FuzzVerdict.PASS, "fail / flagged", FuzzVerdict.DECLINED, FuzzVerdict.SKIPPED],
         loc="upper center",
         bbox_to_anchor=(0.5, -0.02 if len(df) > 20 else -0.08),
         ncol=4,

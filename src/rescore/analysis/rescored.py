@@ -12,7 +12,7 @@ import pandas as pd
 
 from rescore.analysis.severity import ALL_TIERS
 from rescore.analysis.study import wilson
-from rescore.model.outcomes import FLAGGING
+from rescore.model.outcomes import FLAGGING, FixedVerdict, FuzzVerdict
 
 OUTCOME_COLUMNS = tuple(f"first_{o}" for o in sorted(FLAGGING))
 
@@ -50,7 +50,7 @@ def rescored_table(
     claims_by_dump = df.groupby("dump")["has_claim"].any()
     df["basis"] = df["dump"].map(lambda d: "claimed" if claims_by_dump.get(d, False) else "fixed")
     df["believed_correct"] = [
-        (c == "correct") if b == "claimed" else (f == "pass")
+        (c == "correct") if b == "claimed" else (f == FuzzVerdict.PASS)
         for c, f, b in zip(df["claimed_verdict"], df["fixed_verdict"], df["basis"])
     ]
     degenerate_ids = set()
@@ -66,9 +66,9 @@ def rescored_table(
 
 def _summary(dump: str, g: pd.DataFrame, diag_col: str | None, degenerate_ids: set, have_degenerate: bool) -> dict:
     ok = g[g["ingest_error"].isna()]
-    fuzzed = ok["fuzz_verdict"].isin(["pass", "flagged", "declined"])
+    fuzzed = ok["fuzz_verdict"].isin([FuzzVerdict.PASS, FuzzVerdict.FLAGGED, FuzzVerdict.DECLINED])
     believed = ok[ok["believed_correct"] & fuzzed]
-    illusions = believed[believed["fuzz_verdict"] == "flagged"]
+    illusions = believed[believed["fuzz_verdict"] == FuzzVerdict.FLAGGED]
     k, n = len(illusions), len(believed)
     lo, hi = wilson(k, n)
     bases = sorted(set(g["basis"]))
@@ -79,11 +79,11 @@ def _summary(dump: str, g: pd.DataFrame, diag_col: str | None, degenerate_ids: s
         "ingest_errors": int(g["ingest_error"].notna().sum()),
         "claimed_known": int(ok["has_claim"].sum()),
         "claimed_correct": int(claimed_correct.sum()),
-        "reproduced_correct": int((ok["fixed_verdict"] == "pass").sum()),
-        "claimed_correct_reproduced": int((claimed_correct & (ok["fixed_verdict"] == "pass")).sum()),
-        "fixed_skipped": int((ok["fixed_verdict"] == "skipped").sum() + ok["fixed_verdict"].isna().sum()),
+        "reproduced_correct": int((ok["fixed_verdict"] == FixedVerdict.PASS).sum()),
+        "claimed_correct_reproduced": int((claimed_correct & (ok["fixed_verdict"] == FixedVerdict.PASS)).sum()),
+        "fixed_skipped": int((ok["fixed_verdict"] == FixedVerdict.SKIPPED).sum() + ok["fixed_verdict"].isna().sum()),
         "fuzz_evaluated": int(fuzzed.sum()),
-        "fuzz_flagged": int((ok["fuzz_verdict"] == "flagged").sum()),
+        "fuzz_flagged": int((ok["fuzz_verdict"] == FuzzVerdict.FLAGGED).sum()),
         "basis": bases[0] if len(bases) == 1 else "mixed",
         "illusion_n": n,
         "illusion_k": k,
@@ -105,7 +105,7 @@ def _summary(dump: str, g: pd.DataFrame, diag_col: str | None, degenerate_ids: s
         row["by_diagnosis"] = json.dumps({str(k): int(v) for k, v in sorted(diag.items())})
     else:
         row["by_diagnosis"] = None
-    row["by_cause"] = _by_cause(ok[ok["fuzz_verdict"] == "flagged"], diag_col)
+    row["by_cause"] = _by_cause(ok[ok["fuzz_verdict"] == FuzzVerdict.FLAGGED], diag_col)
     return row
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rescore.analysis.study import UNLABELLED, claimed, labels_note, observable, study_label, wilson
-from rescore.model.outcomes import FLAGGING
+from rescore.model.outcomes import FLAGGING, Outcome
 
 RATE_PARTS = ("k", "n", "rate", "lo", "hi")
 RATES = ("case_recall", "kernel_recall", "case_fp", "kernel_fp", "case_flag", "kernel_flag")
@@ -31,7 +31,7 @@ def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | Non
     meta = submissions.set_index("submission_id").reindex(columns=["label", "bug_class", "op", "language",
                                                                     "declines"])
     df = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
-    df = df[~df["outcome"].isin(["skipped", "declined"])]
+    df = df[~df["outcome"].isin([Outcome.SKIPPED, Outcome.DECLINED])]
     df = df[claimed(df, submissions)].join(meta, on="submission_id")
     df["label"] = study_label(df["label"])
     if seeds is not None:

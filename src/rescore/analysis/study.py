@@ -9,7 +9,15 @@ import pandas as pd
 
 from rescore.analysis.severity import benchmark_sizes, submission_tier
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
-from rescore.model.outcomes import FLAGGING, fixed_verdict, fuzz_verdict, stopped_early
+from rescore.model.outcomes import (
+    FLAGGING,
+    FixedVerdict,
+    FuzzVerdict,
+    Outcome,
+    fixed_verdict,
+    fuzz_verdict,
+    stopped_early,
+)
 from rescore.model.records import LABELS, claims_dtype
 from rescore.model.schema import largest_in_json
 
@@ -180,7 +188,7 @@ def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
     bad = fuzz[fuzz["outcome"].isin(FLAGGING)]
     if bad.empty:
         return None
-    good = fuzz[fuzz["outcome"] == "pass"]
+    good = fuzz[fuzz["outcome"] == Outcome.PASS]
     if (
         "reduction_len" in fuzz
         and len(good)
@@ -222,16 +230,16 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
         fixed = g[g["oracle"] == "fixed"]
         fuzz = evaluation_fuzz(g[g["in_claim"]])
-        fixed_says = fixed_verdict(fixed["outcome"].iloc[0] if len(fixed) else "skipped")
-        ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
+        fixed_says = fixed_verdict(fixed["outcome"].iloc[0] if len(fixed) else Outcome.SKIPPED)
+        ran = fuzz[~fuzz["outcome"].isin([Outcome.SKIPPED])]
         failed = int(ran["outcome"].isin(FLAGGING).sum())
-        declined = int((ran["outcome"] == "declined").sum())
+        declined = int((ran["outcome"] == Outcome.DECLINED).sum())
         fuzz_says = fuzz_verdict(list(fuzz["outcome"]))
-        stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
+        stopped = fuzz[(fuzz["outcome"] == Outcome.SKIPPED) & fuzz["reason"].map(stopped_early).astype(bool)]
         first = _first_failure(fuzz)
         cause, evidence = submission_cause(fuzz)
         severity = None
-        if fuzz_says == "flagged":
+        if fuzz_says == FuzzVerdict.FLAGGED:
             judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
             severity = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
         first_input = None
@@ -254,14 +262,14 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "failed_cases": failed,
                 "total_cases": int(len(ran)),
                 "declined_cases": declined,
-                "skipped_cases": int((fuzz["outcome"] == "skipped").sum()),
+                "skipped_cases": int((fuzz["outcome"] == Outcome.SKIPPED).sum()),
                 # of those, never run: the submission's budget was spent, or it was settled (pacing.py)
                 "stopped_cases": int(len(stopped)),
                 "stopped_reason": stopped["reason"].iloc[0] if len(stopped) else None,
                 "first_failure_outcome": first["outcome"] if first else None,
                 "first_failing_input": first_input,
                 "first_failure_replay": first.get("replay") if first else None,
-                "illusion": bool(fixed_says == "pass" and fuzz_says == "flagged"),
+                "illusion": bool(fixed_says == FixedVerdict.PASS and fuzz_says == FuzzVerdict.FLAGGED),
                 "diagnosis": submission_diagnosis(fuzz),
                 "cause": cause,
                 "cause_evidence": evidence,

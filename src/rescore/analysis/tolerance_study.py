@@ -18,11 +18,10 @@ import numpy as np
 import pandas as pd
 
 from rescore.analysis.study import UNLABELLED, claimed, labels_note, observable, study_label, wilson
-from rescore.model.outcomes import FLAGGING
+from rescore.model.outcomes import FLAGGING, TOLERANCE_JUDGED, Outcome
 from rescore.model.records import LABELS
 from rescore.model.tolerances import DTYPES, FIXED_POLICIES
 
-TOLERANCE_JUDGED = ("pass", "mismatch", "nonfinite")  # outcomes a tolerance can change
 FIXED_JUDGED = (*FIXED_POLICIES, "reference-lowp")  # policies that need no calibration
 POLICIES = (*FIXED_JUDGED, "p95x1.5", "calibrated")
 CALIBRATION_COLUMNS = ["op", "dtype", "k", "k_observed", "p95x1.5_atol", "n_cases", "n_controls", "strategies",
@@ -47,7 +46,7 @@ def _with_meta(cases: pd.DataFrame, submissions: pd.DataFrame, labelled: bool = 
     df = cases[cases["oracle"] == "fuzz"]
     df = df[claimed(df, submissions)].join(meta, on="submission_id")
     keep = df["label"].isin(LABELS) if labelled else pd.Series(True, index=df.index)
-    df = df[keep & ~df["outcome"].isin(["skipped", "declined"])].copy()
+    df = df[keep & ~df["outcome"].isin([Outcome.SKIPPED, Outcome.DECLINED])].copy()
     df["label"] = study_label(df["label"])
     df["ratios"] = df["policy_ratios"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
     return df
@@ -79,7 +78,7 @@ def calibrate(cases: pd.DataFrame, submissions: pd.DataFrame, quantile: float = 
 def _outcomes(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(cases a tolerance judges, cases flagged whatever the tolerance, nonfinite cases) as masks."""
     judged = df["outcome"].isin(TOLERANCE_JUDGED).to_numpy()
-    return judged, df["outcome"].isin(FLAGGING).to_numpy() & ~judged, (df["outcome"] == "nonfinite").to_numpy()
+    return judged, df["outcome"].isin(FLAGGING).to_numpy() & ~judged, (df["outcome"] == Outcome.NONFINITE).to_numpy()
 
 
 def judge_fixed(df: pd.DataFrame) -> pd.DataFrame:

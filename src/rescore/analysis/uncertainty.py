@@ -11,7 +11,7 @@ from collections import defaultdict
 import pandas as pd
 
 from rescore.analysis.study import GPU_ONLY_CLASSES
-from rescore.model.outcomes import stopped_early
+from rescore.model.outcomes import FuzzVerdict, Outcome, stopped_early
 from rescore.model.records import LABELS
 from rescore.model.schema import largest_in_json
 
@@ -39,7 +39,7 @@ def never_past_the_benchmark(cases: pd.DataFrame, ops: pd.Series) -> list[tuple[
     """(op, largest fuzz input, the benchmark's largest input) for each op whose executed fuzz cases
     never held more elements than the fixed-shape check's input: a kernel right up to the
     benchmark's size and wrong past it (one hard-coded to it) passes all of them."""
-    ran = cases[cases["outcome"] != "skipped"].reset_index(drop=True)
+    ran = cases[cases["outcome"] != Outcome.SKIPPED].reset_index(drop=True)
     ran = ran.assign(op=ran["submission_id"].map(ops))
     largest = ran["shapes"].map(largest_in_json)
     fixed = largest[ran["oracle"] == "fixed"].groupby(ran["op"]).max()
@@ -50,7 +50,7 @@ def never_past_the_benchmark(cases: pd.DataFrame, ops: pd.Series) -> list[tuple[
 def stopped_lines(fuzz: pd.DataFrame, submissions: pd.DataFrame) -> list[str]:
     """The submissions whose remaining cases were not run (budget spent, or settled), each with how
     many of its evaluation fuzz cases ran: their verdicts rest on those alone."""
-    stopped = fuzz[(fuzz["outcome"] == "skipped") & fuzz["reason"].map(stopped_early).astype(bool)]
+    stopped = fuzz[(fuzz["outcome"] == Outcome.SKIPPED) & fuzz["reason"].map(stopped_early).astype(bool)]
     if stopped.empty:
         return []
     names = submissions.set_index("submission_id")["name"]
@@ -59,7 +59,7 @@ def stopped_lines(fuzz: pd.DataFrame, submissions: pd.DataFrame) -> list[str]:
              "| submission | fuzz cases run of planned | why the rest were not run |", "|---|---|---|"]
     for sid, g in stopped.groupby("submission_id"):
         planned = fuzz[fuzz["submission_id"] == sid]
-        ran = int((planned["outcome"] != "skipped").sum())
+        ran = int((planned["outcome"] != Outcome.SKIPPED).sum())
         lines.append(f"| {names.get(sid, sid)} | {ran} of {len(planned)} | {g['reason'].iloc[0][:200]} |")
     return lines
 
@@ -156,7 +156,7 @@ def memory_safety_lines(sanitizer: pd.DataFrame | None) -> list[str]:
 def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataFrame, config: dict,
               sanitizer: pd.DataFrame | None = None) -> str:
     fuzz = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
-    ran = fuzz[~fuzz["outcome"].isin(["skipped"])]
+    ran = fuzz[~fuzz["outcome"].isin([Outcome.SKIPPED])]
     devices = sorted(ran["device"].dropna().unique()) or ["(none)"]
     lines = [
         "# What these tests cover, and what they cannot rule out",
@@ -181,7 +181,7 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
                      f"{', '.join(sorted(g['values'].dropna().unique()))} | "
                      f"{', '.join(sorted(g['layout'].dropna().unique()))} | {len(g)} |")
     lines += ["", "## What was not covered, and why", ""]
-    skipped = fuzz[fuzz["outcome"] == "skipped"]
+    skipped = fuzz[fuzz["outcome"] == Outcome.SKIPPED]
     stopped = skipped["reason"].map(stopped_early).astype(bool)
     if len(skipped[~stopped]):
         lines += ["| reason | cases | submissions |", "|---|---|---|"]
@@ -190,7 +190,7 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
     elif not stopped.any():
         lines.append("No case was skipped.")
     lines += stopped_lines(fuzz, submissions)
-    declined = fuzz[fuzz["outcome"] == "declined"]
+    declined = fuzz[fuzz["outcome"] == Outcome.DECLINED]
     if len(declined):
         names = submissions.set_index("submission_id")["name"]
         lines += ["", "Declined inputs (the kernel refused them; their correctness there is untested):", ""]
@@ -216,7 +216,7 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
               "(about 3/n). It says nothing about inputs that distribution does not draw.", "",
               "| submission | label | strategy: cases -> 95% upper bound on per-case failure probability |",
               "|---|---|---|"]
-    passed = illusion[illusion["fuzz_verdict"] == "pass"]
+    passed = illusion[illusion["fuzz_verdict"] == FuzzVerdict.PASS]
     for r in passed.sort_values("name").to_dict("records"):
         g = ran[ran["submission_id"] == r["submission_id"]]
         parts = [f"{s}: {len(gs)} -> {_fmt(upper_bound(0, len(gs)))}" for s, gs in g.groupby("strategy")]

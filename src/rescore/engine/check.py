@@ -6,7 +6,7 @@ from collections import Counter
 
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
-from rescore.model.outcomes import fixed_verdict, fuzz_verdict, stopped_early
+from rescore.model.outcomes import FixedVerdict, FuzzVerdict, Outcome, fixed_verdict, fuzz_verdict, stopped_early
 from rescore.model.records import Submission
 from rescore.model.run import RunConfig
 
@@ -40,11 +40,12 @@ def summarize(rows: list[dict]) -> dict:
             "replay": r.get("replay"),
         }
         for r in fuzz
-        if r["outcome"] not in ("pass", "skipped", "declined")
+        if r["outcome"] not in (Outcome.PASS, Outcome.SKIPPED, Outcome.DECLINED)
     ]
-    skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == "skipped")
-    stopped = next((r["reason"] for r in fuzz if r["outcome"] == "skipped" and stopped_early(r.get("reason"))), None)
-    fixed_doc = {"verdict": fixed_verdict(fixed["outcome"]) if fixed else "fail"}
+    skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == Outcome.SKIPPED)
+    stopped = next((r["reason"] for r in fuzz
+                    if r["outcome"] == Outcome.SKIPPED and stopped_early(r.get("reason"))), None)
+    fixed_doc = {"verdict": fixed_verdict(fixed["outcome"]) if fixed else FixedVerdict.FAIL}
     if fixed:
         fixed_doc.update(
             outcome=fixed["outcome"],
@@ -59,7 +60,7 @@ def summarize(rows: list[dict]) -> dict:
             "verdict": fuzz_verdict(list(outcomes.elements())),
             "cases": sum(r.get("purpose") != "regression" for r in fuzz),
             "replayed": sum(r.get("purpose") == "regression" for r in fuzz),  # stored failures, run first
-            "run": sum(r["outcome"] != "skipped" for r in fuzz),  # judged: neither skipped nor stopped early
+            "run": sum(r["outcome"] != Outcome.SKIPPED for r in fuzz),  # judged: neither skipped nor stopped early
             "stopped": stopped,  # why the remaining cases were not run (budget, settled), if they were not
             "outcomes": dict(sorted(outcomes.items())),
             "skipped_reasons": dict(skipped),
@@ -93,6 +94,6 @@ def human_summary(doc: dict, sub: Submission, device: str) -> str:
         if first.get("cause"):
             lines.append(f"  cause (confirmed by experiment): {first['cause']}: {first.get('cause_evidence')}")
         lines.append(f"  replay: {first['replay']}")
-    if fx["verdict"] == "pass" and fz["verdict"] == "flagged":
+    if fx["verdict"] == FixedVerdict.PASS and fz["verdict"] == FuzzVerdict.FLAGGED:
         lines.append("  ILLUSION: the benchmark's check passes this kernel, fuzzing flags it.")
     return "\n".join(lines)

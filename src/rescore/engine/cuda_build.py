@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.engine.gpus import shard_slot, worker_gpu
+from rescore.model.outcomes import ValueEnum
 from rescore.model.records import Submission, content_hash
 from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
 
@@ -142,10 +143,19 @@ def build_one(
     return dict(record, status=_status(record), cached=False)
 
 
-def _status(record: dict) -> str:
+class BuildStatus(ValueEnum):
+    """A CUDA submission's build (see `prebuild`); not a case outcome."""
+
+    BUILT = "built"
+    NO_BUILD = "no_build"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+def _status(record: dict) -> BuildStatus:
     if not record.get("ok"):
-        return "failed"
-    return "built" if record.get("extensions") else "no_build"
+        return BuildStatus.FAILED
+    return BuildStatus.BUILT if record.get("extensions") else BuildStatus.NO_BUILD
 
 
 def prebuild(
@@ -169,7 +179,7 @@ def prebuild(
                 _row(
                     s,
                     {
-                        "status": "skipped",
+                        "status": BuildStatus.SKIPPED,
                         "ok": None,
                         "seconds": 0.0,
                         "error": "no GPU: CUDA submissions are built and run on a CUDA device",
@@ -234,7 +244,7 @@ def write_builds(
     subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
     df = prebuild(subs, resolve_device(device), root, jobs, timeout_s, gpus)
     write_parquet(df, out, "cuda_builds" if "cuda_builds" in SCHEMAS else None)
-    failed = int((df["status"] == "failed").sum())
+    failed = int((df["status"] == BuildStatus.FAILED).sum())
     log.info("CUDA builds: %s", df["status"].value_counts().to_dict())
     if failed:
         log.warning("%d CUDA submissions failed to build; see %s", failed, out)

@@ -12,19 +12,20 @@ import pandas as pd
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
 from rescore.ingest.nulls import NULLS, null_submissions
+from rescore.model.outcomes import FixedVerdict, Outcome
 from rescore.model.records import Problem, submission_from_dict
 from rescore.model.run import RunConfig
 
 log = logging.getLogger("rescore")
 
 
-def _verdict(row: dict) -> str:
+def _verdict(row: dict) -> FixedVerdict | str:
     outcome = row.get("outcome")
-    if outcome == "pass":
-        return "pass"
-    if outcome == "mismatch":
-        return "fail"
-    if outcome == "declined":
+    if outcome == Outcome.PASS:
+        return FixedVerdict.PASS
+    if outcome == Outcome.MISMATCH:
+        return FixedVerdict.FAIL
+    if outcome == Outcome.DECLINED:
         return "n/a"  # the null does not apply (no input has the output's shape, no tensor output)
     return str(outcome)
 
@@ -54,9 +55,9 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
                 fixed = run_submission(sub, cfg, worker, cases=[], fixed=True)[0]
                 row[kind] = _verdict(fixed)
                 row[f"{kind}_max_diff"] = fixed.get("max_abs_err")
-                if row[kind] not in ("pass", "fail", "n/a"):
+                if row[kind] not in (FixedVerdict.PASS, FixedVerdict.FAIL, "n/a"):
                     reasons.append(f"{kind}: {fixed.get('outcome')}: {fixed.get('reason') or ''}"[:300])
-            passing = [k for k in NULLS if row[k] == "pass"]
+            passing = [k for k in NULLS if row[k] == FixedVerdict.PASS]
             row["passing_nulls"] = ",".join(passing)
             # Unknown (null) when no null passed but some could not be run at all.
             row["degenerate"] = True if passing else (None if reasons else False)

@@ -8,6 +8,7 @@ import shlex
 
 from rescore.inputs.seeds import case_seed
 from rescore.inputs.strategies import get_strategy
+from rescore.model.outcomes import Outcome
 from rescore.model.records import Submission, claims_dtype
 from rescore.model.run import RunConfig
 
@@ -67,7 +68,7 @@ def unclaimed_rows(sub: Submission, cfg: RunConfig) -> list[dict]:
                     "case_index": 0,
                     "seed": case_seed(cfg.master_seed, sub.problem.problem_id, name, 0, "evaluation"),
                     "dtype": dtype,
-                    "outcome": "skipped",
+                    "outcome": Outcome.SKIPPED,
                     "reason": f"dtype {dtype} not claimed by the submission (claims: {claims})",
                     "device": cfg.device,
                 }

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.ingest.files import pair_from_files
+from rescore.model.outcomes import DIED, Outcome
 from rescore.model.run import RunConfig, default_budget
 from rescore.model.tables import read_parquet
 from rescore.runtime.device import resolve_device
@@ -53,7 +54,7 @@ def replay_case(
     try:
         loaded = run_with_retry(worker, Load(job_of(sub)), cfg.load_timeout_s)
         worker.job = job_of(sub)
-        if loaded.get("outcome") in ("crash", "timeout"):
+        if loaded.get("outcome") in DIED:
             return loaded
         if oracle == "fixed":
             return run_with_retry(worker, Fixed(profile, dtype), timeout)
@@ -124,8 +125,8 @@ def replay_cli(args: argparse.Namespace) -> int:
                        and expected.get("sizes") in (None, row.get("sizes")))  # sizes: the init inputs too
         if row.get("outcome") == expected.get("outcome") and same_inputs:
             print(f"reproduced: same inputs, same outcome ({expected['outcome']})")
-        elif row.get("outcome") == "pass":
+        elif row.get("outcome") == Outcome.PASS:
             print(f"this replay no longer fails (stored outcome: {expected['outcome']})")
         else:
             print(f"differs from the stored case: stored {expected.get('outcome')} / {expected.get('inputs_hash')}")
-    return 0 if row.get("outcome") in ("pass", "skipped", "declined") else 1
+    return 0 if row.get("outcome") in (Outcome.PASS, Outcome.SKIPPED, Outcome.DECLINED) else 1

@@ -11,6 +11,7 @@ from rescore.engine.failure_store import default_store
 from rescore.engine.pacing import Pace
 from rescore.engine.plan import plan_cases, replay_command, unclaimed_rows
 from rescore.engine.sandbox import Worker, request_with_retry, run_with_retry
+from rescore.model.outcomes import DIED, Outcome
 from rescore.model.records import Submission, claims_dtype
 from rescore.model.run import RunConfig
 from rescore.worker.protocol import Case, Fixed, Load, job_of
@@ -56,7 +57,7 @@ def run_submission(
     rows: list[dict] = []
     load = run_with_retry(worker, Load(job_of(sub)), cfg.load_timeout_s)
     worker.job = job_of(sub)
-    if load.get("outcome") in ("crash", "timeout"):
+    if load.get("outcome") in DIED:
         reason = f"loading the submission: {load.get('reason')}"
         for case in (
             [
@@ -118,7 +119,7 @@ def run_submission(
         msg = Case(case["strategy"], case["seed"], case["dtype"], case.get("trigger"))
         stop = pace.stop_reason()
         if stop is not None:
-            row = {"outcome": "skipped", "reason": stop}
+            row = {"outcome": Outcome.SKIPPED, "reason": stop}
         else:
             timeout = pace.timeout()
             row, death = request_with_retry(worker, msg, timeout)

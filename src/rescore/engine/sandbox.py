@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from rescore.model.findings import claims_verdict, merge
+from rescore.model.outcomes import Outcome
 from rescore.model.paths import SRC_ROOT, cuda_cache_root, triton_cache_default
 from rescore.worker.protocol import RSS_KEY, Kind, Load, Request, Status, Stop, encode
 
@@ -277,7 +278,7 @@ class Worker:
                 claims = self._claims()
                 self._kill()
                 self._close()
-                raise WorkerDied("timeout", f"no answer within {timeout:g} s; the worker was killed", claims)
+                raise WorkerDied(Outcome.TIMEOUT, f"no answer within {timeout:g} s; the worker was killed", claims)
             packet = self.recv_conn.recv()
         except (EOFError, OSError, BrokenPipeError) as exc:
             code = self.proc.wait() if self.proc else None
@@ -288,14 +289,14 @@ class Worker:
             what = f"signal {signum}" if signum else f"exit code {code}"
             if code is not None and code >= 0:
                 found.add("exits")
-            raise WorkerDied("crash", f"the worker died ({what}){': ' + tail if tail else ''}", found, signum,
+            raise WorkerDied(Outcome.CRASH, f"the worker died ({what}){': ' + tail if tail else ''}", found, signum,
                              kind=what) from exc
         found = self._claims()
         if not (isinstance(packet, tuple) and len(packet) == 3 and packet[0] == token and isinstance(packet[2], dict)):
             self._kill()
             self._close()
             found.add("forged_result")
-            raise WorkerDied("crash", "the result channel carried a message the harness did not send", found,
+            raise WorkerDied(Outcome.CRASH, "the result channel carried a message the harness did not send", found,
                              kind="a forged result")
         _, status, result = packet
         if status == Status.OK and self.recv_conn.poll(0) and not self._exited():
@@ -343,15 +344,15 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
             result = worker.request(msg, timeout)
         except WorkerDied as died:
             last = died
-            if died.outcome == "timeout" or "forged_result" in died.findings or died.signum in CANDIDATE_SIGNALS:
+            if died.outcome == Outcome.TIMEOUT or "forged_result" in died.findings or died.signum in CANDIDATE_SIGNALS:
                 break  # a hang would cost the timeout again; a forgery is deliberate; a segfault repeats
             continue
-        if result.get("outcome") == "oom":
+        if result.get("outcome") == Outcome.OOM:
             if attempt < retries:
                 time.sleep(1.0)
                 continue
             return dict(
-                result, outcome="skipped", reason="out of memory on a shared machine: " + result.get("reason", "")
+                result, outcome=Outcome.SKIPPED, reason="out of memory on a shared machine: " + result.get("reason", "")
             ), None
         return result, None
     assert last is not None

@@ -31,7 +31,7 @@ import pandas as pd
 
 from rescore.engine.sandbox import Worker, request_with_retry
 from rescore.model.failures import FIRST_FAILURE_ORDER
-from rescore.model.outcomes import FLAGGING
+from rescore.model.outcomes import DIED, FLAGGING, Outcome
 from rescore.model.records import Submission, submission_from_dict
 from rescore.model.tables import read_parquet, write_parquet
 from rescore.runtime.device import timing_device
@@ -208,8 +208,8 @@ def select_cases(cases: pd.DataFrame, submissions: pd.DataFrame, passing: bool =
         if len(bad):
             row = bad.iloc[0].to_dict()
             row["why"] = "nondeterministic" if row.get("diagnosis") == "nondeterministic" else "flagged"
-        elif passing and (group["outcome"] == "pass").any():
-            row = dict(group[group["outcome"] == "pass"].iloc[0].to_dict(), why="representative")
+        elif passing and (group["outcome"] == Outcome.PASS).any():
+            row = dict(group[group["outcome"] == Outcome.PASS].iloc[0].to_dict(), why="representative")
         else:
             continue
         chosen.append(row)
@@ -282,7 +282,7 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
     try:
         loaded, _ = request_with_retry(worker, Load(job_of(sub)), cfg["timeout_s"], retries=0)
         worker.job = job_of(sub)
-        if loaded.get("outcome") in ("crash", "timeout"):
+        if loaded.get("outcome") in DIED:
             result = {"outcome": loaded["outcome"], "reason": f"loading the submission: {loaded.get('reason')}"}
         else:
             result, _ = request_with_retry(worker, _message(sub, case), cfg["timeout_s"], retries=0)
@@ -296,8 +296,9 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
         return [dict(base, status="found", diagnosis=d.diagnosis, kernel=d.kernel, library_kernel=d.library_kernel,
                      errors=d.errors, report=d.report, summary=summary,
                      reason=f"{tool}: {d.report.splitlines()[0]}"[:500]) for d in found]
-    if result.get("outcome") == "timeout":
-        status, reason = "timeout", f"no answer within {cfg['timeout_s']:g} s under {tool}: {result.get('reason')}"
+    if result.get("outcome") == Outcome.TIMEOUT:
+        status = Outcome.TIMEOUT
+        reason = f"no answer within {cfg['timeout_s']:g} s under {tool}: {result.get('reason')}"
     elif summary is None:
         status = "incomplete"
         reason = (f"{tool} left no summary in {report}: the run did not finish "

@@ -12,7 +12,7 @@ import time
 
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
-from rescore.model.outcomes import FLAGGING
+from rescore.model.outcomes import FLAGGING, Outcome
 from rescore.model.records import Submission
 from rescore.worker.protocol import Case, Load, job_of
 
@@ -36,7 +36,7 @@ def shrink_failure(worker: Worker, sub: Submission, failure: dict, timeout: floa
     current = {"sizes": json.loads(failure["sizes"]) if failure.get("sizes") else {},
                "values": failure.get("values") or "normal", "layout": failure.get("layout") or "contiguous",
                "dtype": failure["dtype"]}
-    if failure.get("outcome") == "timeout":  # each step of a hang would wait the whole per-case timeout
+    if failure.get("outcome") == Outcome.TIMEOUT:  # each step of a hang would wait the whole per-case timeout
         return {"shrunk": False, "trigger": current, "row": {}, "steps": 0,
                 "note": "not shrunk: a timeout costs the full per-case timeout at every step"}
     if settled:

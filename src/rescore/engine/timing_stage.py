@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.engine.sandbox import Worker, run_with_retry
-from rescore.model.outcomes import NEEDS_GPU
+from rescore.model.outcomes import DIED, NEEDS_GPU, Outcome, RunStatus
 from rescore.model.records import Submission, submission_from_dict
 from rescore.model.run import DEFAULT_BUDGET
 from rescore.model.tables import SCHEMAS, write_parquet
@@ -71,7 +71,7 @@ def base_row(sub: Submission) -> dict:
 def skipped_rows(subs: list[Submission], reason: str, cfg: dict) -> list[dict]:
     """One `skipped` row per submission, with the reason and the installed versions."""
     env = {"device": "cpu", **installed_versions(), "dtype": cfg["dtype"]}
-    return [dict(base_row(s), **env, status="skipped", reason=reason) for s in subs]
+    return [dict(base_row(s), **env, status=Outcome.SKIPPED, reason=reason) for s in subs]
 
 
 def row_of(sub: Submission, result: dict, wall_s: float) -> dict:
@@ -85,7 +85,7 @@ def row_of(sub: Submission, result: dict, wall_s: float) -> dict:
             row[key] = value
         else:
             log.info("%s: the worker's answer has a field the timing table lacks: %s (left out)", sub.name, key)
-    if row.get("median_ms") and row.get("ref_median_ms") and row.get("timed_output", "pass") == "pass":
+    if row.get("median_ms") and row.get("ref_median_ms") and row.get("timed_output", Outcome.PASS) == Outcome.PASS:
         row["speedup"] = row["ref_median_ms"] / row["median_ms"]  # never of times whose output was wrong
     return row
 
@@ -106,12 +106,12 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
             t0 = time.monotonic()
             error = (sub.extra or {}).get("ingest_error")
             if error:
-                rows.append(dict(base_row(sub), dtype=cfg["dtype"], status="skipped",
+                rows.append(dict(base_row(sub), dtype=cfg["dtype"], status=Outcome.SKIPPED,
                                  reason=f"not read at ingest: {error}"[:500]))
             else:
                 load = run_with_retry(worker, Load(job_of(sub)), worker.load_timeout)
                 worker.job = job_of(sub)
-                if load.get("outcome") in ("crash", "timeout"):
+                if load.get("outcome") in DIED:
                     result = {"outcome": load["outcome"], "reason": f"loading the submission: {load.get('reason')}",
                               "dtype": cfg["dtype"]}
                 else:
@@ -119,8 +119,9 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
                 rows.append(row_of(sub, result, time.monotonic() - t0))
             r = rows[-1]
             left = (time.monotonic() - start) / i * (len(subs) - i)
-            shown = f"{r['median_ms']:.4f} ms median" if r.get("status") == "ok" else f"{r.get('reason', '')}"[:120]
-            if r.get("timed_output") not in (None, "pass"):
+            ok = r.get("status") == RunStatus.OK
+            shown = f"{r['median_ms']:.4f} ms median" if ok else f"{r.get('reason', '')}"[:120]
+            if r.get("timed_output") not in (None, Outcome.PASS):
                 shown += f", timed output {r['timed_output']}: not used ({r.get('timed_reason', '')})"[:200]
             log.info("timing %d/%d %s: %s %s (~%.0f s left)", i, len(subs), sub.name, r.get("status"), shown, left)
     finally:
@@ -145,7 +146,7 @@ def run_timing(manifests: dict[str, str], cfg: dict, out: str, log_dir: str) -> 
     df = pd.DataFrame(rows)
     write_parquet(df, out, "timing")
     counts = df["status"].value_counts().to_dict() if len(df) else {}
-    if len(df) and counts.get("skipped", 0) == len(df):
+    if len(df) and counts.get(Outcome.SKIPPED, 0) == len(df):
         log.warning("NO TIMINGS: all %d rows are skipped (%s)", len(df), df["reason"].iloc[0])
     log.info("timing: %d rows, by status %s", len(df), counts)
     return df

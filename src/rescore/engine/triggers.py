@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.inputs.seeds import case_seed
-from rescore.model.outcomes import FLAGGING
+from rescore.model.outcomes import DIED, FLAGGING, Outcome
 from rescore.model.records import Submission
 from rescore.model.run import RunConfig
 from rescore.worker.protocol import Case, Load, job_of
@@ -27,18 +27,18 @@ class TriggerResult:
 
     @property
     def real(self) -> bool:
-        return self.variant_outcome in FLAGGING and self.control_outcome == "pass"
+        return self.variant_outcome in FLAGGING and self.control_outcome == Outcome.PASS
 
     @property
     def skipped(self) -> bool:
-        return "skipped" in (self.variant_outcome, self.control_outcome)
+        return Outcome.SKIPPED in (self.variant_outcome, self.control_outcome)
 
 
 def run_trigger(worker: Worker, sub: Submission, trigger: dict, timeout: float) -> dict:
     job = job_of(sub)
     loaded = run_with_retry(worker, Load(job), timeout)
     worker.job = job
-    if loaded.get("outcome") in ("crash", "timeout"):
+    if loaded.get("outcome") in DIED:
         return loaded
     seed = case_seed(0, sub.problem.problem_id, "trigger", 0)
     return run_with_retry(worker, Case("trigger", seed, trigger.get("dtype", "float32"), trigger), timeout)

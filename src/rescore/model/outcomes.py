@@ -1,11 +1,30 @@
-"""The closed set of case outcomes, and which of them flag a submission (docs/architecture.md)."""
+"""The closed set of case outcomes, the verdicts drawn from them, and which of them flag a submission
+(docs/architecture.md).
+
+Every outcome is written as a member of these enums, never as a bare string (tests/test_outcomes.py
+walks the package for one). They are `str` subclasses whose `str()` and `format()` give the value,
+so a member reads, compares, hashes, formats and is stored exactly as its string: a table cell is
+"pass", never "Outcome.PASS". Only builtins cross the worker's pipe (`worker.protocol.plain`)."""
 
 from __future__ import annotations
 
 from enum import Enum
 
 
-class Outcome(str, Enum):
+class ValueEnum(str, Enum):
+    """A str enum that prints, formats and serialises as its value, also inside a printed list or dict
+    (a log line of counts, a reason naming a set of outcomes): `repr` is the value's too."""
+
+    __str__ = str.__str__
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self.value, spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Outcome(ValueEnum):
     PASS = "pass"
     MISMATCH = "mismatch"  # finite but outside tolerance
     NONFINITE = "nonfinite"  # NaN/Inf where the reference is finite, or the reverse
@@ -16,21 +35,52 @@ class Outcome(str, Enum):
     TIMEOUT = "timeout"
     DECLINED = "declined"  # the candidate's own code refused this input before launching anything
     SKIPPED = "skipped"  # this environment cannot run it (reason recorded)
+    OOM = "oom"  # a worker status, never recorded: the sandbox retries the case, then records SKIPPED
 
 
-ALL_OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
+class FixedVerdict(ValueEnum):
+    """A submission's verdict under the benchmark's own fixed-shape check."""
 
-FLAGGING: frozenset[str] = frozenset(
+    PASS = "pass"
+    FAIL = "fail"
+    SKIPPED = "skipped"
+
+
+class FuzzVerdict(ValueEnum):
+    """A submission's verdict from its fuzz cases, as the illusion table gives it."""
+
+    PASS = "pass"
+    FLAGGED = "flagged"
+    DECLINED = "declined"
+    SKIPPED = "skipped"  # no case ran
+
+
+class RunStatus(ValueEnum):
+    """The success of a timing row or a static job; their failures are Outcomes."""
+
+    OK = "ok"
+
+
+RECORDED: tuple[Outcome, ...] = tuple(o for o in Outcome if o is not Outcome.OOM)
+
+ALL_OUTCOMES: tuple[str, ...] = tuple(o.value for o in RECORDED)
+
+FLAGGING: frozenset[Outcome] = frozenset(
     {
-        Outcome.MISMATCH.value,
-        Outcome.NONFINITE.value,
-        Outcome.BAD_OUTPUT.value,
-        Outcome.MUTATED_INPUT.value,
-        Outcome.COMPILE_ERROR.value,
-        Outcome.CRASH.value,
-        Outcome.TIMEOUT.value,
+        Outcome.MISMATCH,
+        Outcome.NONFINITE,
+        Outcome.BAD_OUTPUT,
+        Outcome.MUTATED_INPUT,
+        Outcome.COMPILE_ERROR,
+        Outcome.CRASH,
+        Outcome.TIMEOUT,
     }
 )
+
+# The outcomes a tolerance can change.
+TOLERANCE_JUDGED: tuple[Outcome, ...] = (Outcome.PASS, Outcome.MISMATCH, Outcome.NONFINITE)
+
+DIED: tuple[Outcome, ...] = (Outcome.CRASH, Outcome.TIMEOUT)  # a load whose worker did not survive it
 
 
 def is_flagging(outcome: str) -> bool:
@@ -50,22 +100,26 @@ def stopped_early(reason: object) -> bool:
 
 def settled_reason(rows: list[dict]) -> str | None:
     """The reason a submission's rows were settled with, or None when they were not."""
-    return next((r["reason"] for r in rows if r.get("outcome") == Outcome.SKIPPED.value
+    return next((r["reason"] for r in rows if r.get("outcome") == Outcome.SKIPPED
                  and str(r.get("reason") or "").startswith(STOPPED_PREFIXES[1])), None)
 
 
-def fixed_verdict(outcome: str) -> str:
+def fixed_verdict(outcome: str) -> FixedVerdict:
     """pass | skipped | fail, from the outcome of a submission's fixed-shape check."""
-    return outcome if outcome in ("pass", "skipped") else "fail"
+    if outcome == Outcome.PASS:
+        return FixedVerdict.PASS
+    if outcome == Outcome.SKIPPED:
+        return FixedVerdict.SKIPPED
+    return FixedVerdict.FAIL
 
 
-def fuzz_verdict(outcomes: list[str]) -> str:
+def fuzz_verdict(outcomes: list[str]) -> FuzzVerdict:
     """pass | flagged | declined | skipped (no case ran), from the outcomes of a submission's fuzz
     cases, as the illusion table gives it."""
     if any(o in FLAGGING for o in outcomes):
-        return "flagged"
-    if any(o == "declined" for o in outcomes):
-        return "declined"
-    if all(o == "skipped" for o in outcomes):
-        return "skipped"
-    return "pass"
+        return FuzzVerdict.FLAGGED
+    if any(o == Outcome.DECLINED for o in outcomes):
+        return FuzzVerdict.DECLINED
+    if all(o == Outcome.SKIPPED for o in outcomes):
+        return FuzzVerdict.SKIPPED
+    return FuzzVerdict.PASS

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from rescore.model.outcomes import Outcome
 from rescore.oracle.diagnose import diagnose, diagnose_from_counts
 
 _FINITE, _NAN, _POS_INF, _NEG_INF = 0, 1, 2, 3
@@ -20,7 +21,7 @@ _FINITE, _NAN, _POS_INF, _NEG_INF = 0, 1, 2, 3
 
 @dataclass
 class Comparison:
-    outcome: str  # pass | mismatch | nonfinite
+    outcome: Outcome  # pass | mismatch | nonfinite
     max_abs_err: float
     max_rel_err: float
     err_ulp: float
@@ -40,7 +41,7 @@ class Comparison:
 
     def message(self) -> str:
         """A fixed-format report, in the spirit of torch.testing.assert_close."""
-        if self.outcome == "pass":
+        if self.outcome == Outcome.PASS:
             return f"pass: {self.n_elements} elements, max abs err {self.max_abs_err:.3g} ({self.err_ulp:.3g} ulp)"
         pct = 100.0 * (self.n_mismatch + self.n_nonfinite) / max(self.n_elements, 1)
         lines = [
@@ -151,11 +152,11 @@ def compare(
             bad_at_nonfinite_truth += int((bad & ~t_fin).sum())
             finite_bad += int((bad & t_fin & o_fin).sum())
     if n_nonfinite:
-        outcome, flat = "nonfinite", first_nonfinite
+        outcome, flat = Outcome.NONFINITE, first_nonfinite
     elif n_mismatch:
-        outcome, flat = "mismatch", worst_mismatch
+        outcome, flat = Outcome.MISMATCH, worst_mismatch
     else:
-        outcome, flat = "pass", None
+        outcome, flat = Outcome.PASS, None
     first = actual = expected = None
     diagnosis = ""
     if flat is not None:

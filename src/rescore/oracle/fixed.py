@@ -13,6 +13,7 @@ import types
 
 import torch
 
+from rescore.model.outcomes import FixedVerdict
 from rescore.model.tolerances import KERNELBENCH_PROFILES
 from rescore.oracle.tolerance import torch_dtype
 
@@ -85,5 +86,5 @@ def kernelbench_check(
                     "avg_difference": float(diff.mean()) if diff.numel() else 0.0,
                 }
             )
-    verdict = "pass" if all(r["passed"] for r in results) else "fail"
+    verdict = FixedVerdict.PASS if all(r["passed"] for r in results) else FixedVerdict.FAIL
     return {"verdict": verdict, "profile": profile, "tolerance": tol, "trials": results}

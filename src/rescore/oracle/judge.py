@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 
+from rescore.model.outcomes import Outcome
 from rescore.oracle.compare import compare, max_abs_finite, max_finite_error
 from rescore.oracle.reference import flatten, structural_truth
 from rescore.oracle.tolerance import DEFAULT_POLICY, FIXED_POLICIES, policy_ratios
@@ -32,26 +33,26 @@ def judge(out, truths: list, lowps: list | None, cand_inputs: list, before: list
     outs = flatten(out)
     if outs is None or len(outs) != len(truths):
         return {
-            "outcome": "bad_output",
+            "outcome": Outcome.BAD_OUTPUT,
             "reason": f"expected {len(truths)} plain tensor(s), got {type(out).__name__}",
         }
     for o, t, lp in zip(outs, truths, lowps or [None] * len(truths)):
         want_dtype = lp.dtype if lp is not None else (tdtype if t.is_floating_point() else t.dtype)
         if o.shape != t.shape:
-            return {"outcome": "bad_output", "reason": f"shape {tuple(o.shape)} != {tuple(t.shape)}"}
+            return {"outcome": Outcome.BAD_OUTPUT, "reason": f"shape {tuple(o.shape)} != {tuple(t.shape)}"}
         if o.dtype != want_dtype:
-            return {"outcome": "bad_output", "reason": f"dtype {o.dtype} != {want_dtype}"}
+            return {"outcome": Outcome.BAD_OUTPUT, "reason": f"dtype {o.dtype} != {want_dtype}"}
         if o.device.type != device:
-            return {"outcome": "bad_output", "reason": f"device {o.device} != {device}"}
+            return {"outcome": Outcome.BAD_OUTPUT, "reason": f"device {o.device} != {device}"}
     outs, truths, lowps, structural, terms, cand_inputs, before = place(
         outs, truths, lowps, structural, terms, cand_inputs, before)
     truths = [structural_truth(o, t, st) for o, t, st in zip(outs, truths, structural or [None] * len(truths))]
     for i, (x, x0) in enumerate(zip(cand_inputs, before)):
         if isinstance(x, torch.Tensor) and not same(x, x0):
-            return {"outcome": "mutated_input", "reason": f"input {i} was written by the candidate"}
+            return {"outcome": Outcome.MUTATED_INPUT, "reason": f"input {i} was written by the candidate"}
     verdicts = [judge_one(o, t, lp, tdtype, dtype, reduction_len, ts, overrides)
                 for o, t, lp, ts in zip(outs, truths, lowps or [None] * len(truths), terms or [None] * len(truths))]
-    worst = next((v for v in verdicts if v["outcome"] != "pass"), verdicts[0])
+    worst = next((v for v in verdicts if v["outcome"] != Outcome.PASS), verdicts[0])
     ratios: dict[str, float] = {}
     for v in verdicts:
         for name, r in v.pop("ratios").items():
@@ -69,7 +70,7 @@ def judge_rerun(out, again, truths: list, lowps: list | None, tdtype: torch.dtyp
     another shape, makes the case fail: `nondeterministic` (a race, or memory nothing wrote)."""
     a, b = flatten(out), flatten(again)
     if b is None or len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
-        return dict(verdict, outcome="bad_output", reason="a second run on the same input returned another shape",
+        return dict(verdict, outcome=Outcome.BAD_OUTPUT, reason="a second run on the same input returned another shape",
                     diagnosis="nondeterministic")
     host_a, host_b = place(a, b)
     differ = sum(unequal(x, y) for x, y in zip(host_a, host_b))
@@ -77,7 +78,7 @@ def judge_rerun(out, again, truths: list, lowps: list | None, tdtype: torch.dtyp
         return verdict
     second = judge(again, truths, lowps, [], [], tdtype, dtype, reduction_len, structural, terms, device=device,
                    overrides=overrides, place=place)
-    if second["outcome"] == "pass":
+    if second["outcome"] == Outcome.PASS:
         return verdict
     return dict(second, diagnosis="nondeterministic",
                 reason=f"nondeterministic: the first run passed, a second run on the same input differs from "
@@ -91,7 +92,7 @@ def judge_one(o: torch.Tensor, t: torch.Tensor, lp: torch.Tensor | None, tdtype:
     if not o.is_floating_point():
         wrong = int((o.cpu() != t.to(o.dtype).cpu()).sum())
         r = 0.0 if not wrong else float("inf")
-        return {"outcome": "mismatch" if wrong else "pass", "n_elements": o.numel(), "n_mismatch": wrong,
+        return {"outcome": Outcome.MISMATCH if wrong else Outcome.PASS, "n_elements": o.numel(), "n_mismatch": wrong,
                 "max_abs_err": r, "reason": f"{wrong} of {o.numel()} integer elements differ" if wrong else "",
                 "diagnosis": "scattered" if wrong else "",
                 "ratios": {n: r for n in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}}
@@ -102,7 +103,7 @@ def judge_one(o: torch.Tensor, t: torch.Tensor, lp: torch.Tensor | None, tdtype:
     cmp = compare(o, t, tdtype, atol, rtol, slack, lp)
     return {
         "outcome": cmp.outcome,
-        "reason": "" if cmp.outcome == "pass" else cmp.message(),
+        "reason": "" if cmp.outcome == Outcome.PASS else cmp.message(),
         "diagnosis": cmp.diagnosis,
         "max_abs_err": cmp.max_abs_err,
         "max_rel_err": cmp.max_rel_err,

@@ -35,6 +35,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from rescore.model.outcomes import Outcome, RunStatus
 from rescore.runtime.modules import file_digest, load_file
 from rescore.static import cache, emulated_cuda
 from rescore.static.launches import emulates_cuda, launch_spec, specialise
@@ -204,7 +205,7 @@ def run_compile(job: dict) -> dict:
     captured, so that a kernel defined only when CUDA is available is defined."""
     t0 = time.perf_counter()
     launch, arch, folder = job["launch"], int(job["arch"]), Path(job["folder"])
-    row: dict = {"outcome": "ok", "error": None}
+    row: dict = {"outcome": RunStatus.OK, "error": None}
 
     def done(outcome: str, error: str | None = None) -> dict:
         row.update(outcome=outcome, error=error, seconds=time.perf_counter() - t0)
@@ -212,7 +213,7 @@ def run_compile(job: dict) -> dict:
 
     bad = [f"{p['name']}: {p['unsupported']}" for p in launch["params"] if p.get("unsupported")]
     if bad:
-        return done("skipped", "argument rescore cannot specialise: " + "; ".join(bad))
+        return done(Outcome.SKIPPED, "argument rescore cannot specialise: " + "; ".join(bad))
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -220,17 +221,17 @@ def run_compile(job: dict) -> dict:
         with emulated_cuda.emulated_cuda_device() if job.get("emulate_cuda") else nullcontext():
             module = load_file(job["submission"], "submission")
     except BaseException as exc:  # noqa: BLE001
-        return done("compile_error", "import submission: " + _error(exc))
+        return done(Outcome.COMPILE_ERROR, "import submission: " + _error(exc))
     try:
         fn = find_kernel(module, launch)
     except (LookupError, AttributeError) as exc:
-        return done("skipped", "kernel not reachable: " + _error(exc))
+        return done(Outcome.SKIPPED, "kernel not reachable: " + _error(exc))
     try:
         params = specialise_for(fn, launch)
         signature, constexprs, attrs = launch_spec(params)
         src = make_source(fn, signature, constexprs, attrs)
     except (KeyError, ValueError) as exc:
-        return done("skipped", "cannot rebuild the launch signature: " + _error(exc))
+        return done(Outcome.SKIPPED, "cannot rebuild the launch signature: " + _error(exc))
     row.update(
         signature=json.dumps(signature),
         constexprs=json.dumps(constexprs, default=str),
@@ -240,13 +241,13 @@ def run_compile(job: dict) -> dict:
     try:
         kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     except Exception as exc:  # CompilationError, MLIR pass failures, PTXASError, ...
-        return done("compile_error", _error(exc))
+        return done(Outcome.COMPILE_ERROR, _error(exc))
     ptx, cubin, md = kernel.asm["ptx"], kernel.asm.get("cubin", b""), kernel.metadata
     row.update(num_warps=md.num_warps, num_stages=md.num_stages, shared_dynamic=int(md.shared))
     try:
         info = run_ptxas(ptx, arch)
     except Exception as exc:
-        return done("compile_error", _error(exc))
+        return done(Outcome.COMPILE_ERROR, _error(exc))
     folder.mkdir(parents=True, exist_ok=True)
     cache.write_atomic(folder / "kernel.ptx", ptx)
     cache.write_atomic(folder / "kernel.cubin", cubin if isinstance(cubin, bytes) else bytes(cubin))
@@ -255,10 +256,11 @@ def run_compile(job: dict) -> dict:
     row.update(ptxas_version=ptxas_version(ptxas_binary(arch)))
     limit = SHARED_LIMIT.get(arch)
     if limit is not None and row["shared"] > limit:
-        return done("compile_error", f"out of resources: shared memory, required {row['shared']}, limit {limit}")
+        return done(Outcome.COMPILE_ERROR, f"out of resources: shared memory, required {row['shared']}, limit {limit}")
     if row["registers"] and row["registers"] * md.num_warps * 32 > REGISTER_FILE:
-        return done("compile_error", f"out of resources: {row['registers']} registers x {md.num_warps * 32} threads")
-    return done("ok")
+        threads = md.num_warps * 32
+        return done(Outcome.COMPILE_ERROR, f"out of resources: {row['registers']} registers x {threads} threads")
+    return done(RunStatus.OK)
 
 
 def _compile_key(submission: str | Path, launch: dict, arch: int, emulate: bool) -> str:
@@ -344,7 +346,7 @@ def compile_many(
     for (i, j, k, folder), res in zip(
         todo, run_jobs("compile", jobs, parallel=parallel, timeout=timeout, env=env), strict=True
     ):
-        if res.get("outcome") in ("ok", "compile_error", "skipped"):
+        if res.get("outcome") in (RunStatus.OK, Outcome.COMPILE_ERROR, Outcome.SKIPPED):
             store.put_json("compile", k, res)
         out[i][j] = {**out[i][j], **_with_paths(res, folder), "cached": False}
     return out

@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from rescore.model.outcomes import RunStatus
 from rescore.model.records import cuda_only
 from rescore.runtime.modules import file_digest, load_file
 from rescore.static import cache, emulated_cuda
@@ -270,7 +271,7 @@ def run_capture(job: dict) -> dict:
 
     interpreter.InterpretedFunction.run = run
     emulate = bool(job.get("emulate_cuda"))
-    outcome, error, stage = "ok", None, "import problem"
+    outcome, error, stage = RunStatus.OK, None, "import problem"
     try:
         problem = load_file(job["problem"], "problem")
         stage = "set sizes"
@@ -298,7 +299,7 @@ def run_capture(job: dict) -> dict:
     finally:
         interpreter.InterpretedFunction.run = original
     launches = sorted(recorder.launches.values(), key=lambda launch: launch["index"])
-    if outcome == "ok" and not launches:
+    if outcome == RunStatus.OK and not launches:
         outcome, error = "no_launch", "the submission launched no Triton kernel at the fixed shape"
     if emulate and error:
         error = f"{error} ({emulated_cuda.WHAT})"
@@ -372,7 +373,7 @@ def capture_many(
         for i in todo
     ]
     for i, res in zip(todo, run_jobs("capture", jobs, parallel=parallel, timeout=timeout), strict=True):
-        if res.get("outcome") in ("ok", "no_launch", "capture_error"):
+        if res.get("outcome") in (RunStatus.OK, "no_launch", "capture_error"):
             store.put_json("capture", keys[i], res)
         results[i] = {"device": emulated_cuda.DEVICE if emulate[i] else "cpu", **res, "cached": False}
     return [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rescore.model.outcomes import RunStatus
 from rescore.static.compile import ARCHS, compile_launches
 from rescore.static.launches import capture_launches
 from rescore.static.metrics import CLASSES
@@ -46,7 +47,7 @@ def describe_kernel(
         + (" on an emulated CUDA device (the kernel is CUDA-only)" if cap.get("device") == "emulated_cuda" else "")
         + (f" ({cap['error']})" if cap.get("error") else ""),
     ]
-    if cap["outcome"] != "ok":
+    if cap["outcome"] != RunStatus.OK:
         return "\n".join(lines)
     rows = compile_launches(submission_path, cap["launches"], archs=archs, timeout=timeout, cache_dir=cache_dir)
     for launch in cap["launches"]:
@@ -62,7 +63,7 @@ def describe_kernel(
         if launch["options"]:
             lines.append("    options:    " + json.dumps(launch["options"], default=str))
         for r in (r for r in rows if r["kernel_index"] == launch["index"]):
-            if r["outcome"] != "ok":
+            if r["outcome"] != RunStatus.OK:
                 lines.append(f"    {r['arch']}: {r['outcome']}: {r.get('error')}")
                 continue
             lines.append(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.analysis import figures
+from rescore.model.outcomes import Outcome, RunStatus
 from rescore.model.records import LABELS, Submission
 from rescore.model.tables import write_parquet
 from rescore.static.compile import ARCHS, compile_many
@@ -99,7 +100,7 @@ def static_table(
         sizes=at,
     )
     items = [
-        (e["path"], cap.get("launches", []) if cap.get("outcome") == "ok" else [])
+        (e["path"], cap.get("launches", []) if cap.get("outcome") == RunStatus.OK else [])
         for e, cap in zip(tri, caps, strict=True)
     ]
     compiled = compile_many(items, archs=archs, parallel=parallel, timeout=timeout, cache_dir=cache_dir)
@@ -130,9 +131,9 @@ def _submission_view(metrics_df: pd.DataFrame) -> dict[tuple[str, str], dict]:
     out: dict[tuple[str, str], dict] = {}
     for (sid, arch), g in metrics_df.groupby(["submission_id", "arch"], sort=False):
         g = g.sort_values("kernel_index") if "kernel_index" in g and g["kernel_index"].notna().all() else g
-        bad = g[g["outcome"] != "ok"]
+        bad = g[g["outcome"] != RunStatus.OK]
         rec: dict = {
-            "outcome": "ok" if bad.empty else bad["outcome"].iloc[0],
+            "outcome": RunStatus.OK if bad.empty else bad["outcome"].iloc[0],
             "error": None if bad.empty else bad["error"].iloc[0],
         }
         if bad.empty:
@@ -174,7 +175,7 @@ def paired_deltas(metrics_df: pd.DataFrame, entries: Iterable[dict]) -> pd.DataF
                 "variant_error": v["error"] if v else None,
                 "control_error": c["error"] if c else None,
             }
-            row["comparable"] = row["variant_outcome"] == "ok" and row["control_outcome"] == "ok"
+            row["comparable"] = row["variant_outcome"] == RunStatus.OK and row["control_outcome"] == RunStatus.OK
             if row["comparable"]:
                 changed = [m for m in METRIC_COLUMNS if v[m] != c[m]]
                 row.update({f"delta_{m}": v[m] - c[m] for m in (*METRIC_COLUMNS, *EXTRA_COLUMNS)})
@@ -208,7 +209,7 @@ def class_summary(pairs_df: pd.DataFrame) -> pd.DataFrame:
     df["_gate"] = cmp_ & ~same
     df["_ptx"] = cmp_ & ptx_same
     df["_const"] = cmp_ & same & ~ptx_same
-    df["_rej"] = (df["variant_outcome"] == "compile_error") & (df["control_outcome"] == "ok")
+    df["_rej"] = (df["variant_outcome"] == Outcome.COMPILE_ERROR) & (df["control_outcome"] == RunStatus.OK)
     out = (
         df.groupby(["bug_class", "arch"], dropna=False)
         .agg(

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rescore.model import paths
+from rescore.model.outcomes import Outcome
 from rescore.runtime.device import machine_cores
 
 SRC_ROOT = paths.SRC_ROOT
@@ -69,7 +70,7 @@ def run_forked(fn: Callable[[dict], dict], job: dict, timeout: float, tmp: Path)
             try:
                 payload = json.dumps(fn(job), default=str)
             except BaseException as exc:  # noqa: BLE001 - reported, never raised in the worker
-                payload = json.dumps({"outcome": "crash", "error": f"{type(exc).__name__}: {exc}"[:4000]})
+                payload = json.dumps({"outcome": Outcome.CRASH, "error": f"{type(exc).__name__}: {exc}"[:4000]})
             out_path.write_text(payload)
             sys.stdout.flush()
             sys.stderr.flush()
@@ -88,7 +89,7 @@ def run_forked(fn: Callable[[dict], dict], job: dict, timeout: float, tmp: Path)
             os.waitpid(pid, 0)
             log_path.unlink(missing_ok=True)
             out_path.unlink(missing_ok=True)
-            return {"outcome": "timeout", "error": f"no result after {timeout:.0f} s"}
+            return {"outcome": Outcome.TIMEOUT, "error": f"no result after {timeout:.0f} s"}
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
     try:
@@ -98,7 +99,7 @@ def run_forked(fn: Callable[[dict], dict], job: dict, timeout: float, tmp: Path)
             why = f"killed by signal {os.WTERMSIG(status)}"
         else:
             why = f"exit status {os.WEXITSTATUS(status)}"
-        return {"outcome": "crash", "error": f"worker child died ({why}); output: {_tail(log_path)}"}
+        return {"outcome": Outcome.CRASH, "error": f"worker child died ({why}); output: {_tail(log_path)}"}
     finally:
         log_path.unlink(missing_ok=True)
         out_path.unlink(missing_ok=True)
@@ -189,7 +190,7 @@ def run_jobs(
             for i, _ in chunk:
                 if results[i] is None:
                     results[i] = {
-                        "outcome": "crash",
+                        "outcome": Outcome.CRASH,
                         "error": f"worker process exited {proc.returncode}: {_tail(err_path)}",
                     }
     return [r or {} for r in results]

@@ -17,6 +17,7 @@ import torch
 
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.strategies import CaseSpec
+from rescore.model.outcomes import Outcome
 from rescore.oracle import judge
 from rescore.oracle.reference import ReferenceRejects, flatten, scrub, seed_generators
 from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
@@ -53,7 +54,8 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
     if skip:
         return dict(row, outcome=skip.outcome, reason=skip.reason)
     if override and override.get("device") == "cuda" and ctx.device != "cuda":
-        return dict(row, outcome="skipped", reason="this trigger needs a real GPU (races, 32-bit offset overflow)")
+        return dict(row, outcome=Outcome.SKIPPED,
+                    reason="this trigger needs a real GPU (races, 32-bit offset overflow)")
     if override and "repeat" in override:
         repeat = int(override["repeat"])
     problem, schema = ctx.loaded.problem, ctx.loaded.schema
@@ -71,7 +73,8 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
             return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
         except ReferenceRejects as rejected:
             if override:
-                return dict(row, outcome="skipped", reason=f"the float64 reference rejects this input: {rejected}")
+                return dict(row, outcome=Outcome.SKIPPED,
+                            reason=f"the float64 reference rejects this input: {rejected}")
             attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
             last = str(rejected)
     for attempt in range(HELD_RETRIES):
@@ -83,7 +86,7 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
         except ReferenceRejects as rejected:
             last = str(rejected)
     where = ctx.loaded.job["problem"]["path"]
-    return dict(row, outcome="skipped", reason=f"problem {where}: the float64 reference rejected every "
+    return dict(row, outcome=Outcome.SKIPPED, reason=f"problem {where}: the float64 reference rejected every "
                 f"sampled size (last: {last})"[:500])
 
 
@@ -187,7 +190,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     with phases("judge"):
         verdict = judge.judge(out, truths, lowps, cand_inputs, before, tdtype, spec.dtype, row["reduction_len"],
                               structural, terms, device=device, overrides=overrides, place=place)
-    if verdict["outcome"] == "pass" and device == "cuda":
+    if verdict["outcome"] == Outcome.PASS and device == "cuda":
         # Only a GPU can race: the interpreter runs program instances one after another, and
         # memory nothing wrote is NaN in the first run already; on the CPU a rerun finds nothing.
         with phases("rerun"):
@@ -201,7 +204,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
                                             place=place)
     ctx.explainer.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
                                     structural, terms, row["reduction_len"])
-    if verdict["outcome"] == "pass":
+    if verdict["outcome"] == Outcome.PASS:
         verdict = explain.second_call(ctx, ctx.explainer.trace) or verdict
     return dict(row, **verdict)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rescore.model.outcomes import Outcome
 from rescore.runtime import interpreter
 from rescore.worker import confine
 
@@ -24,7 +25,7 @@ class NeedsRestart(Exception):
 
 @dataclass
 class Verdict:
-    outcome: str
+    outcome: Outcome
     reason: str = ""
     diagnosis: str | None = None  # set when the failure itself says why (an out-of-bounds access)
 
@@ -98,19 +99,19 @@ def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdic
     module = type(exc).__module__ or ""
     text = f"{name}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
     if is_oom(exc):
-        return Verdict("oom", text)
+        return Verdict(Outcome.OOM, text)
     if is_cuda_failure(exc):
-        return Verdict("crash", text + _where(exc))
+        return Verdict(Outcome.CRASH, text + _where(exc))
     if isinstance(exc.__cause__, interpreter.OutOfBounds):  # the interpreter wraps kernel errors
-        return Verdict("crash", text + _where(exc), "out_of_bounds")
+        return Verdict(Outcome.CRASH, text + _where(exc), "out_of_bounds")
     if module.startswith("triton") and ("Compilation" in name or "OutOfResources" in name):
-        return Verdict("compile_error", _compile_error_text(name, str(exc)))
+        return Verdict(Outcome.COMPILE_ERROR, _compile_error_text(name, str(exc)))
     if isinstance(exc, REFUSALS) and candidate_file:
         files = _frames(exc.__traceback__)
         own = [i for i, f in enumerate(files) if _is_file(f, candidate_file)]
         if own and all(_is_file(f, candidate_file) for f in files[own[0] :]):
-            return Verdict("declined", text + _where(exc))
-    return Verdict("crash", text + _where(exc))
+            return Verdict(Outcome.DECLINED, text + _where(exc))
+    return Verdict(Outcome.CRASH, text + _where(exc))
 
 
 def verdict_of(exc: BaseException, findings: set[str], candidate_file: str | None, device: str) -> Verdict:
@@ -119,10 +120,10 @@ def verdict_of(exc: BaseException, findings: set[str], candidate_file: str | Non
     if isinstance(exc, (SystemExit, KeyboardInterrupt)):
         findings.add("exits")
     v = classify_exception(exc, candidate_file)
-    if v.outcome == "oom" and exceeds_worker_memory(exc, device):
+    if v.outcome == Outcome.OOM and exceeds_worker_memory(exc, device):
         findings.add("memory_hog")
-        return Verdict("crash", f"{v.reason}: more memory than this worker may use")
-    if v.outcome == "crash" and is_cuda_failure(exc) and not cuda_context_usable():
+        return Verdict(Outcome.CRASH, f"{v.reason}: more memory than this worker may use")
+    if v.outcome == Outcome.CRASH and is_cuda_failure(exc) and not cuda_context_usable():
         raise NeedsRestart(v.reason) from exc
     return v
 

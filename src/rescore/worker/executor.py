@@ -13,6 +13,7 @@ import platform
 
 import torch
 
+from rescore.model.outcomes import Outcome
 from rescore.oracle.reference import Reference
 from rescore.runtime import interpreter
 from rescore.worker import case, confine, fixed, loading, timing
@@ -84,23 +85,23 @@ class Executor:
         except BaseException as exc:  # noqa: BLE001 - a broken problem is recorded, not raised
             self.loaded.problem = None
             self.loaded.load_error = Verdict(
-                "skipped", f"problem {problem['path']} could not be loaded: {type(exc).__name__}: {exc}"[:500]
+                Outcome.SKIPPED, f"problem {problem['path']} could not be loaded: {type(exc).__name__}: {exc}"[:500]
             )
             return {}
         sub = job["submission"]
         if sub["language"] == "cuda" and self.device != "cuda":
             self.loaded.load_error = Verdict(
-                "skipped", "CUDA C submission (load_inline) needs a GPU; run on a CUDA device")
+                Outcome.SKIPPED, "CUDA C submission (load_inline) needs a GPU; run on a CUDA device")
             return loading.schema_dict(self.loaded.schema)
         if sub.get("cuda_only") and self.device != "cuda":
             self.loaded.load_error = Verdict(
-                "skipped", f"{sub['name']}: its dump says this kernel runs only with CUDA (gpuemu meta.json "
+                Outcome.SKIPPED, f"{sub['name']}: its dump says this kernel runs only with CUDA (gpuemu meta.json "
                 "`requires_gpu`); run on a CUDA device")
             return loading.schema_dict(self.loaded.schema)
         if sub["language"] == "cuda":
             failed = loading.use_prebuild(sub["source"], self.guard)
             if failed:
-                self.loaded.load_error = Verdict("compile_error", failed[:500])
+                self.loaded.load_error = Verdict(Outcome.COMPILE_ERROR, failed[:500])
                 return loading.schema_dict(self.loaded.schema)
         self.loaded.candidate, self.loaded.load_error = loading.load_candidate(self.guard, sub)
         self.guard.keep_load_findings()

@@ -22,6 +22,7 @@ from enum import Enum
 import torch
 
 from rescore.inputs.strategies import CaseSpec
+from rescore.model.outcomes import Outcome
 
 
 class Cause(str, Enum):
@@ -250,6 +251,6 @@ def summary(verdict: dict) -> str:
     """A verdict in a few words, for evidence ('pass' or 'mismatch, max abs err 0.031')."""
     outcome = verdict.get("outcome", "")
     err = verdict.get("max_abs_err")
-    if outcome == "pass" or err is None:
+    if outcome == Outcome.PASS or err is None:
         return str(outcome)
     return f"{outcome}, max abs err {err:.3g}"

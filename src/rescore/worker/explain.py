@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from rescore.inputs.strategies import CaseSpec
+from rescore.model.outcomes import Outcome
 from rescore.oracle import judge
 from rescore.oracle.reference import ReferenceRejects, flatten
 from rescore.worker import case_inputs, experiments
@@ -28,7 +29,8 @@ from rescore.worker.placement import judged_where
 from rescore.worker.usage import OpRecorder
 
 # The outcomes a cause is looked for, and the benchmark's own dtype (the fixed check's).
-EXPLAINED = frozenset({"mismatch", "nonfinite", "bad_output", "mutated_input", "crash", "declined"})
+EXPLAINED = frozenset({Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT, Outcome.MUTATED_INPUT, Outcome.CRASH,
+                       Outcome.DECLINED})
 BENCHMARK_DTYPE = "float32"
 
 RunCase = Callable[[str, int, str, dict], dict]  # (strategy, seed, dtype, trigger) -> a case's row
@@ -65,12 +67,12 @@ def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None
 
 def _confirm(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase,
              trace: CaseTrace | None, changed: set[str]) -> Confirmed | None:
-    if row["outcome"] == "mutated_input":
+    if row["outcome"] == Outcome.MUTATED_INPUT:
         return Confirmed(Cause.INPUT_MUTATION, f"{row.get('reason', '')}: the inputs' bytes after the call "
                          "differ from a copy taken before it")
     if row.get("diagnosis") == "out_of_bounds":
         return Confirmed(Cause.OUT_OF_BOUNDS, ((row.get("reason") or "").splitlines() or [""])[0])
-    if trace is not None and row["outcome"] in ("mismatch", "nonfinite", "bad_output"):
+    if trace is not None and row["outcome"] in (Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT):
         for experiment in (_reused_result, functools.partial(_held_numerics, changed=changed), _serialised_streams):
             found = _attempt(ctx, experiment, trace, row)
             if found is not None:
@@ -140,7 +142,7 @@ def _reused_result(ctx: WorkerContext, trace: CaseTrace, row: dict) -> Confirmed
         return None
     truths, lowps, _, _ = _truths(ctx, trace, trace.decoy)
     earlier = _judge(ctx, trace, trace.out, truths, lowps)
-    if earlier["outcome"] != "pass":
+    if earlier["outcome"] != Outcome.PASS:
         return None
     cause, graphs = Cause.RESULT_REUSE, ""
     if ctx.device == "cuda":
@@ -163,7 +165,7 @@ def _held_numerics(ctx: WorkerContext, trace: CaseTrace, row: dict, changed: set
     if after != before:
         return None  # the flags moved all the same: the experiment isolates nothing
     again = _judge(ctx, trace, out, trace.truths, trace.lowps, trace.structural, trace.terms)
-    if again["outcome"] != "pass":
+    if again["outcome"] != Outcome.PASS:
         return None
     dropped = ", ".join(dict.fromkeys(pin.dropped)) or "none during the call"
     return Confirmed(Cause.PRECISION_DOWNGRADE,
@@ -184,7 +186,7 @@ def _serialised_streams(ctx: WorkerContext, trace: CaseTrace, row: dict) -> Conf
             return None
         switches = streams.switches
         results.append(_judge(ctx, trace, out, trace.truths, trace.lowps, trace.structural, trace.terms))
-    if any(r["outcome"] != "pass" for r in results):
+    if any(r["outcome"] != Outcome.PASS for r in results):
         return None
     return Confirmed(Cause.UNSYNCHRONIZED_STREAM,
                      f"the candidate switched streams {switches} time(s) in its call; with the switches dropped "
@@ -213,7 +215,7 @@ def _specialised(ctx: WorkerContext, spec: CaseSpec, row: dict, run_case: RunCas
                 Confirmed(cause, f"the first failing {spec.strategy} case at {spec.dtype} ({row['outcome']}: "
                                  f"seed {spec.seed}, sizes {json.dumps(spec.sizes)}, {spec.values} values, "
                                  f"{spec.layout}) passes {where}")
-                if other.get("outcome") == "pass" else None
+                if other.get("outcome") == Outcome.PASS else None
             )
         if answers[key] is not None:
             return answers[key]
@@ -247,13 +249,13 @@ def second_call(ctx: WorkerContext, trace: CaseTrace) -> dict | None:
                                   f"a later call on other values overwrote output {changed[0]} that this call "
                                   f"returned (the same memory handed out again): a caller holding a result sees "
                                   f"it change")
-                return {"outcome": "bad_output", "reason": found.evidence, **found.columns()}
+                return {"outcome": Outcome.BAD_OUTPUT, "reason": found.evidence, **found.columns()}
             truths, lowps, structural, terms = _truths(ctx, trace, other)
             second = _judge(ctx, trace, out2, truths, lowps, structural, terms)
-            if second["outcome"] == "pass":
+            if second["outcome"] == Outcome.PASS:
                 return None
             first = _judge(ctx, trace, out2, trace.truths, trace.lowps, trace.structural, trace.terms)
-            if first["outcome"] != "pass":
+            if first["outcome"] != Outcome.PASS:
                 return None  # wrong on those values, not an answer kept from the first call: fuzz cases judge that
             graphs = getattr(replays, "count", 0)
             cause = Cause.STALE_GRAPH if graphs else Cause.RESULT_REUSE

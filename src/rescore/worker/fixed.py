@@ -8,6 +8,7 @@ import json
 import time
 import types
 
+from rescore.model.outcomes import FixedVerdict, Outcome
 from rescore.oracle.fixed import kernelbench_check
 from rescore.oracle.reference import flatten
 from rescore.worker.context import WorkerContext
@@ -61,7 +62,7 @@ def run_fixed(ctx: WorkerContext, profile: str, dtype: str) -> dict:
         result = kernelbench_check(problem, candidate, ctx.device, dtype, profile)
     except ReferenceFailed as exc:
         reason = f"problem {loaded.job['problem']['path']}: the reference failed at its own sizes: {exc}"
-        return dict(row, outcome="skipped", reason=reason[:500])
+        return dict(row, outcome=Outcome.SKIPPED, reason=reason[:500])
     except BaseException as exc:  # noqa: BLE001
         return verdict_of(exc, guard.findings, loaded.candidate_file, ctx.device).row(row, start)
     guard.findings |= kernel_findings(
@@ -75,7 +76,7 @@ def run_fixed(ctx: WorkerContext, profile: str, dtype: str) -> dict:
     )
     return dict(
         row,
-        outcome="pass" if result["verdict"] == "pass" else "mismatch",
+        outcome=Outcome.PASS if result["verdict"] == FixedVerdict.PASS else Outcome.MISMATCH,
         reason=reason,
         max_abs_err=max(diffs) if diffs else None,
         atol=result["tolerance"],

@@ -12,6 +12,7 @@ import types
 
 import torch
 
+from rescore.model.outcomes import Outcome
 from rescore.model.records import module_int_names
 from rescore.model.schema import OpSchema
 from rescore.model.sources import source_defect
@@ -89,10 +90,10 @@ def load_candidate(guard: Guard, sub: dict) -> tuple[types.ModuleType | None, Ve
     except BaseException as exc:  # noqa: BLE001
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             guard.findings.add("exits")
-            return None, Verdict("crash", f"{type(exc).__name__} raised while importing the submission")
+            return None, Verdict(Outcome.CRASH, f"{type(exc).__name__} raised while importing the submission")
         if isinstance(exc, PermissionError) and "rescore sandbox" in str(exc):
-            return None, Verdict("crash", f"{type(exc).__name__}: {exc}"[:500])
-        return None, Verdict("compile_error", f"{type(exc).__name__}: {exc}"[:500])
+            return None, Verdict(Outcome.CRASH, f"{type(exc).__name__}: {exc}"[:500])
+        return None, Verdict(Outcome.COMPILE_ERROR, f"{type(exc).__name__}: {exc}"[:500])
 
 
 def use_prebuild(source: str, guard: Guard) -> str | None:
@@ -124,7 +125,7 @@ def cannot_run(loaded: Loaded, device: str, dtype: str) -> Verdict | None:
     sub = loaded.job["submission"]
     if dtype == "bfloat16" and device == "cpu" and sub["language"] == "triton":
         return Verdict(
-            "skipped",
+            Outcome.SKIPPED,
             "bfloat16 under the Triton interpreter is stored as raw 16-bit integers;"
             " results would be wrong: run on a GPU",
         )

@@ -9,6 +9,7 @@ import sys
 
 import torch
 
+from rescore.model.outcomes import Outcome
 from rescore.worker import confine, protocol
 from rescore.worker.exceptions import NeedsRestart
 from rescore.worker.executor import Executor
@@ -57,11 +58,11 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
                 case protocol.Time(dtype, warmup, repeats, budget_s, host_clock, flush_bytes):
                     result = executor.run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes)
         except protocol.UnknownMessage as exc:
-            result = {"outcome": "crash", "reason": str(exc)}
+            result = {"outcome": Outcome.CRASH, "reason": str(exc)}
         except NeedsRestart as exc:
-            status, result = protocol.Status.RESTART, {"outcome": "crash", "reason": str(exc)}
+            status, result = protocol.Status.RESTART, {"outcome": Outcome.CRASH, "reason": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
-            result = {"outcome": "crash", "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
+            result = {"outcome": Outcome.CRASH, "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
         executor.guard.police(None)  # whatever ran last, the answer is sent by an intact harness
         if executor.guard.restart:
             status = protocol.Status.RESTART

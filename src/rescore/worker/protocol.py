@@ -92,13 +92,13 @@ class UnknownMessage(ValueError):
 
 
 def encode(msg: Request) -> tuple:
-    """The wire tuple of a request."""
+    """The wire tuple of a request (its dicts with Enum members replaced by their values, as `plain`)."""
     if isinstance(msg, Load):
-        return (Kind.LOAD.value, msg.job)
+        return (Kind.LOAD.value, _plain(msg.job))
     if isinstance(msg, Fixed):
         return (Kind.FIXED.value, msg.profile, msg.dtype)
     if isinstance(msg, Case):
-        return (Kind.CASE.value, asdict(msg))
+        return (Kind.CASE.value, _plain(asdict(msg)))
     if isinstance(msg, Time):
         return (Kind.TIME.value, asdict(msg))
     if isinstance(msg, Stop):
@@ -144,5 +144,16 @@ def job_of(sub: Submission) -> dict:
 
 
 def plain(row: dict) -> dict:
-    """`row` with every Enum member replaced by its value, so that only builtins cross the pipe."""
-    return {k: v.value if isinstance(v, Enum) else v for k, v in row.items()}
+    """`row` with every Enum member replaced by its value, in nested dicts and lists too, so that only
+    builtins cross the pipe (a str Enum such as `Outcome` pickles by class reference, not by value)."""
+    return {k: _plain(v) for k, v in row.items()}
+
+
+def _plain(v: object) -> object:
+    if isinstance(v, Enum):
+        return v.value
+    if isinstance(v, dict):
+        return {_plain(k): _plain(x) for k, x in v.items()}
+    if type(v) in (list, tuple):
+        return type(v)(_plain(x) for x in v)
+    return v

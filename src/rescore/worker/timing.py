@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from rescore.model.outcomes import NEEDS_GPU as NEEDS_GPU  # the reason of a timing request without a GPU
+from rescore.model.outcomes import Outcome, RunStatus
 from rescore.model.tolerances import FIXED_POLICIES
 from rescore.oracle.compare import compare
 from rescore.oracle.fixed import WEIGHT_SEED, trial_seeds
@@ -281,30 +282,31 @@ def outputs_of(out: Any) -> list | None:
     return None
 
 
-def check_timed(out: Any, expected: Any, dtype: str) -> tuple[str, str]:
-    """Whether the output of a timed call is right: (`pass` | `mismatch` | `nonfinite`, reason),
+def check_timed(out: Any, expected: Any, dtype: str) -> tuple[Outcome, str]:
+    """Whether the output of a timed call is right: (pass | mismatch | nonfinite | bad_output, or
+    skipped when the reference gives nothing to compare; reason),
     against the reference Model's output on the same values at the same dtype, within the loosest of
     the fixed check's bounds (a kernel the fixed check passes under any profile passes here, unless it
     answers differently when timed)."""
     got, want = outputs_of(out), outputs_of(expected)
     if want is None:
-        return "unchecked", f"the reference returned {type(expected).__name__}, not tensors: nothing to compare"
+        return Outcome.SKIPPED, f"the reference returned {type(expected).__name__}, not tensors: nothing to compare"
     if got is None or len(got) != len(want):
         what = type(out).__name__ if got is None else f"{len(got)} tensors"
-        return "mismatch", f"the last timed call returned {what}; the reference returns {len(want)} tensors"
+        return Outcome.BAD_OUTPUT, f"the last timed call returned {what}; the reference returns {len(want)} tensors"
     atol, rtol = max(FIXED_POLICIES[p][dtype] for p in FIXED_POLICIES)
     for i, (o, w) in enumerate(zip(got, want)):
         if tuple(o.shape) != tuple(w.shape):
-            return "mismatch", f"output {i}: shape {tuple(o.shape)} != the reference's {tuple(w.shape)}"
+            return Outcome.BAD_OUTPUT, f"output {i}: shape {tuple(o.shape)} != the reference's {tuple(w.shape)}"
         if not (o.is_floating_point() and w.is_floating_point()):  # integers, booleans: exactly
             wrong = int((o.detach().cpu().to(torch.float64) != w.detach().cpu().to(torch.float64)).sum())
             if wrong:
-                return "mismatch", f"output {i} of the last timed call: {wrong} of {w.numel()} elements differ"
+                return Outcome.MISMATCH, f"output {i} of the last timed call: {wrong} of {w.numel()} elements differ"
             continue
         cmp = compare(o, w.detach().to(torch.float64), torch_dtype(dtype), atol, rtol)
-        if cmp.outcome != "pass":
+        if cmp.outcome != Outcome.PASS:
             return cmp.outcome, f"output {i} of the last timed call: {cmp.message()}"
-    return "pass", ""
+    return Outcome.PASS, ""
 
 
 def placed(model: Any, device: str, dtype: str) -> Any:
@@ -328,7 +330,7 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
     take the same path as a GPU's."""
     row = {"dtype": dtype, "warmup": max(1, warmup), **environment(ctx.versions)}
     if not host_clock and ctx.device != "cuda":
-        return dict(row, outcome="skipped", reason=NEEDS_GPU)
+        return dict(row, outcome=Outcome.SKIPPED, reason=NEEDS_GPU)
     skip = cannot_run(ctx.loaded, ctx.device, dtype)
     if skip:
         return dict(row, outcome=skip.outcome, reason=skip.reason)
@@ -345,7 +347,7 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
         inputs = ring.fresh_inputs()
     except Exception as exc:  # noqa: BLE001 - the problem's own code: not the candidate's fault
         reason = f"problem {where}: its inputs could not be made: {type(exc).__name__}: {exc}"
-        return dict(row, outcome="skipped", reason=reason[:500])
+        return dict(row, outcome=Outcome.SKIPPED, reason=reason[:500])
     row["value_sets"] = ring.count
     last: list = []  # the output of the latest call, and the value set it was given
 
@@ -362,7 +364,7 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
             raise
         verdict = verdict_of(exc, guard.findings, loaded.candidate_file, ctx.device)
         return dict(row, outcome=verdict.outcome, reason=verdict.reason)
-    row.update(columns(timed), capped=timed.capped, outcome="ok", reason="")
+    row.update(columns(timed), capped=timed.capped, outcome=RunStatus.OK, reason="")
     out, values = last
     try:  # the problem's Model, on the values of the candidate's last timed call, then timed the same way
         seed(WEIGHT_SEED)
@@ -374,15 +376,16 @@ def run_timing(ctx: WorkerContext, dtype: str, warmup: int, repeats: int, budget
     try:
         verdict, why = guard.call(check_timed, out, expected, dtype)
     except Exception as exc:  # noqa: BLE001 - the candidate's output could not even be compared
-        verdict, why = "mismatch", f"the last timed call's output could not be compared: {type(exc).__name__}: {exc}"
+        verdict = Outcome.BAD_OUTPUT
+        why = f"the last timed call's output could not be compared: {type(exc).__name__}: {exc}"
     row.update(timed_output=verdict, timed_reason=why[:1000])
-    if verdict in ("mismatch", "nonfinite"):
+    if verdict != Outcome.PASS and verdict != Outcome.SKIPPED:
         guard.found("wrong_when_timed", f"the output of its last timed call is wrong ({verdict})")
     del out, expected, last[:]
     try:  # on inputs of its own (the candidate may have written its)
         inputs = ring.fresh_inputs()
         ref = measure(lambda: reference(*inputs), clock, flush, warmup, repeats, budget_s, lambda: ring.fill(inputs))
-        row.update(columns(ref, "ref_"), ref_outcome="ok", ref_reason="")
+        row.update(columns(ref, "ref_"), ref_outcome=RunStatus.OK, ref_reason="")
     except Exception as exc:  # noqa: BLE001 - recorded beside the candidate's times
         return reference_failed(row, exc, where)
     return row
@@ -395,7 +398,7 @@ def reference_failed(row: dict, exc: Exception, where: str) -> dict:
     if is_cuda_failure(exc) and not cuda_context_usable():
         raise NeedsRestart(f"the reference left the GPU unusable: {exc}"[:500]) from exc
     reason = f"problem {where}: the reference failed: {type(exc).__name__}: {exc}"
-    row.update(ref_outcome="crash", ref_reason=reason[:500])
-    row.setdefault("timed_output", "unchecked")
+    row.update(ref_outcome=Outcome.CRASH, ref_reason=reason[:500])
+    row.setdefault("timed_output", Outcome.SKIPPED)
     row.setdefault("timed_reason", f"not judged: {reason}"[:1000])
     return row

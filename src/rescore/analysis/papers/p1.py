@@ -13,8 +13,14 @@ import pandas as pd
 from rescore.analysis.papers.match import MATCHED, match_kernels, usable
 from rescore.analysis.papers.published import any_differs, differs, differs_text, parse
 from rescore.analysis.study import illusion_table, wilson
+from rescore.model.outcomes import FixedVerdict, FuzzVerdict
 
-SEEDED = {"flagged": "fail", "pass": "pass", "declined": "pass", "skipped": "skipped"}
+SEEDED = {
+    FuzzVerdict.FLAGGED: FixedVerdict.FAIL,
+    FuzzVerdict.PASS: FixedVerdict.PASS,
+    FuzzVerdict.DECLINED: FixedVerdict.PASS,
+    FuzzVerdict.SKIPPED: FixedVerdict.SKIPPED,
+}
 
 
 def _reproduced(cases: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
@@ -112,18 +118,21 @@ def _count(k: int, n: int, label: str) -> dict:
 def headline_table(verdicts: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     """Buggy kernels the seeded oracle flags and controls it passes: over the whole dump (beside each
     published headline) and over the paper's own kernels only (new rows)."""
-    ran = verdicts[verdicts["seeded"].isin(["pass", "fail"])]
+    ran = verdicts[verdicts["seeded"].isin([FixedVerdict.PASS, FixedVerdict.FAIL])]
     scopes = {"dump": ran, "paper kernels": ran[ran["in_paper"]]}
     metrics = {
         "buggy_flagged": lambda d: _count(
-            int((d["label"].eq("buggy") & d["seeded"].eq("fail")).sum()), int(d["label"].eq("buggy").sum()), "buggy"
+            int((d["label"].eq("buggy") & d["seeded"].eq(FixedVerdict.FAIL)).sum()), int(d["label"].eq("buggy").sum()),
+            "buggy",
         ),
         "controls_passing": lambda d: _count(
-            int((d["label"].eq("correct") & d["seeded"].eq("pass")).sum()), int(d["label"].eq("correct").sum()),
+            int((d["label"].eq("correct") & d["seeded"].eq(FixedVerdict.PASS)).sum()),
+            int(d["label"].eq("correct").sum()),
             "correct",
         ),
         "buggy_passing_bench": lambda d: _count(
-            int((d["label"].eq("buggy") & d["bench"].eq("pass")).sum()), int(d["label"].eq("buggy").sum()), "buggy"
+            int((d["label"].eq("buggy") & d["bench"].eq(FixedVerdict.PASS)).sum()), int(d["label"].eq("buggy").sum()),
+            "buggy",
         ),
         "illusions": lambda d: _count(
             int((d["label"].eq("buggy") & d["illusion"].fillna(False)).sum()), int(d["label"].eq("buggy").sum()),

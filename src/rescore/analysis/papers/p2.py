@@ -16,9 +16,9 @@ import pandas as pd
 from rescore.analysis.papers.match import op_of
 from rescore.analysis.papers.published import Printed, any_differs, differs, parse
 from rescore.analysis.study import wilson
-from rescore.analysis.tolerance_study import TOLERANCE_JUDGED, calibrate, evaluation_frame, judge
+from rescore.analysis.tolerance_study import calibrate, evaluation_frame, judge
 from rescore.analysis.tolerance_study import tightening_table as rescore_tightening
-from rescore.model.outcomes import FLAGGING
+from rescore.model.outcomes import FLAGGING, TOLERANCE_JUDGED, Outcome
 from rescore.model.tolerances import FIXED_POLICIES
 
 DEFAULT_CURRENT = "gpuemu-default"
@@ -71,7 +71,7 @@ def judged_frame(
     atol = _atol_column(df, atols)
     err = df["max_abs_err"].to_numpy(dtype=float)
     other = df["outcome"].isin(FLAGGING).to_numpy() & ~df["outcome"].isin(TOLERANCE_JUDGED).to_numpy()
-    nonfinite = (df["outcome"] == "nonfinite").to_numpy()
+    nonfinite = (df["outcome"] == Outcome.NONFINITE).to_numpy()
     flagged["current"] = other | (df["outcome"].isin(TOLERANCE_JUDGED).to_numpy() & (nonfinite | ~(err <= atol)))
     df = df.assign(current_atol=atol)
     return df, flagged, cal, dropped

@@ -19,6 +19,7 @@ import pandas as pd
 
 from rescore.analysis.papers.match import MATCHED, match_kernels, usable
 from rescore.analysis.papers.published import any_differs, differs, parse
+from rescore.model.outcomes import Outcome, RunStatus
 
 TIMES = ("control_ms", "variant_ms", "d_ms_median", "d_perf_pct")
 
@@ -46,7 +47,7 @@ class Times:
             r = self.by_name.get(name)
             if r is None:
                 return dict(out, timing_note=f"no times: {role} {name} has no row in timing.parquet")
-            if r["status"] != "ok":
+            if r["status"] != RunStatus.OK:
                 return dict(out, timing_note=f"no times: {role} {name} {r['status']}: {r['reason']}")
             if wrong_when_timed(r):
                 return dict(out, timing_note=f"no times: {role} {name}'s timed output is {r['timed_output']} "
@@ -61,9 +62,9 @@ class Times:
 
 def wrong_when_timed(r: dict) -> bool:
     """Whether a timing row's last timed output was judged and found wrong (`timed_output` other than
-    pass; rows written before the column existed, or never judged, have none)."""
+    pass or skipped, the output not judged; rows written before the column existed have none)."""
     verdict = r.get("timed_output")
-    return isinstance(verdict, str) and verdict not in ("pass", "unchecked")
+    return isinstance(verdict, str) and verdict not in (Outcome.PASS, Outcome.SKIPPED)
 
 
 def _spread(r: dict) -> str:
@@ -75,7 +76,7 @@ def timing_summary(timing: pd.DataFrame, subs: pd.DataFrame, table: pd.DataFrame
     subs = usable(subs)
     timed = int(table["d_ms_median"].notna().sum()) if len(table) else 0
     mine = timing[timing["submission_id"].isin(set(subs["submission_id"]))] if len(timing) else timing
-    ok = mine[mine["status"] == "ok"] if len(mine) else mine
+    ok = mine[mine["status"] == RunStatus.OK] if len(mine) else mine
     wrong = [r["name"] for r in ok.to_dict("records") if wrong_when_timed(r)]
     left_out = (f" Left out, their timed output wrong: {', '.join(sorted(wrong))}." if wrong else "")
     if not len(ok):
@@ -148,7 +149,7 @@ def static_note(r: dict, name: str | None, how: str, sub: dict | None, arch: str
         sides = []
         for side in ("variant", "control"):
             outcome = r.get(f"{side}_outcome")
-            if outcome != "ok":
+            if outcome != RunStatus.OK:
                 error = r.get(f"{side}_error")
                 error = f": {error[:300]}" if isinstance(error, str) and error else ""
                 sides.append(f"{side} {r.get(f'{side}_id')} {outcome}{error}")
