@@ -1,6 +1,8 @@
 """The timing stage without a GPU (every row `skipped`, said in the log), the measurement's statistics
 through a fake clock, and the whole path (worker, executor, measurement) on CPU tensors timed by the
-host's clock. The GPU path itself (CUDA events, L2 flush) is scripts/gpu/timing_smoke.py's, on the H200."""
+host's clock, and the stage's integrity: fresh input values before every call (a cache of answers
+never hits) and the last timed output judged (a kernel that cheats only when timed is left out of
+speedups and P4). The GPU path itself (CUDA events, L2 flush) is scripts/gpu/timing_smoke.py's, on the H200."""
 
 from __future__ import annotations
 
@@ -8,16 +10,21 @@ import itertools
 import json
 import logging
 from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import torch
 from conftest import toy_submission
 
+from rescore.analysis.papers import p4
 from rescore.engine.timing_stage import run_timing, settings, time_submissions
 from rescore.model.records import submission_to_dict
 from rescore.model.tables import read_parquet
 from rescore.worker import timing
 
+HACKS = Path(__file__).parent / "fixtures" / "hacks"
 CONFIG = {"device": "cpu", "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"}, "timeout_s": 2,
           "budget": {"cpu": 4096, "cuda": 65536}, "timing": {"warmup": 2, "repeats": 5, "budget_s": 0.5}}
 
@@ -144,3 +151,116 @@ def test_a_submission_that_hangs_or_cannot_load_gets_a_row_and_the_stage_goes_on
     ok = by_name["torch_correct"]
     assert ok["status"] == "ok" and ok["repeats"] == 5 and ok["median_ms"] > 0 and ok["speedup"] > 0
     assert ok.get("findings") is None  # timing's own settings are put back before the harness looks
+
+
+def test_fresh_values_are_written_before_every_call_outside_the_measured_interval():
+    clock = FakeClock([50.0, 7.0, 5.0, 1.0, 3.0, 2.0, 4.0])
+    order = []
+
+    def refill() -> None:  # a slow copy: it would show in every sample if it were inside the interval
+        order.append("refill")
+        clock.now += 1000.0
+
+    def run() -> None:
+        order.append("run")
+        clock.run()
+
+    def flush() -> None:
+        order.append("flush")
+
+    timed = timing.measure(run, clock, flush, warmup=2, repeats=5, budget_s=60, refill=refill)
+    assert timed.samples_ms == [5.0, 1.0, 3.0, 2.0, 4.0]
+    assert order == ["refill", "run"] * 2 + ["refill", "flush", "run"] * 5
+
+
+def _executor(candidate: str):
+    import rescore.worker.executor as ex
+    from rescore.worker.protocol import job_of
+
+    executor = ex.Executor("cpu", 1 << 20)
+    executor.load(job_of(toy_submission("problem_scale.py", candidate)))
+    return executor
+
+
+@pytest.mark.parametrize("hack", ["cache_by_version.py", "cache_by_content.py"])
+def test_a_cache_of_answers_never_hits_while_timed(hack):
+    """Keyed by pointer and `_version`, or by a sample of the content: every call computes its answer
+    (one cache entry per call), the last timed output is right and the times are the work's. (These two
+    hacks only keep a dict, so they run in this process, where their cache can be counted.)"""
+    executor = _executor(str(HACKS / hack))
+    row = executor.run_timing("float32", warmup=2, repeats=7, budget_s=5, host_clock=True, flush_bytes=1 << 16)
+    assert (row["outcome"], row["timed_output"], row["timed_reason"], row.get("findings")) == ("ok", "pass", "", None)
+    assert row["value_sets"] == 2 + 7 and len(executor.loaded.candidate._cache) == 2 + 7
+    # the same calls on unchanged inputs: one answer computed, every other call a hit
+    executor.loaded.candidate._cache.clear()
+    model = executor.loaded.candidate.ModelNew()
+    inputs = timing.benchmark_inputs(executor.loaded.problem, "cpu", "float32")
+    clock = timing.HostClock()
+    timing.measure(lambda: model(*inputs), clock, lambda: None, warmup=2, repeats=7, budget_s=5)
+    assert len(executor.loaded.candidate._cache) == 1
+
+
+def test_the_value_ring_changes_every_input_in_place_and_keeps_to_its_memory():
+    problem = _executor("torch_correct.py").loaded.problem
+    ring = timing.ValueRing(problem, "cpu", "float32", calls=4)
+    inputs = ring.fresh_inputs()
+    (x,) = inputs
+    ptr, seen = x.data_ptr(), []
+    for _ in range(5):
+        before = x._version
+        ring.fill(inputs)
+        assert x.data_ptr() == ptr and x._version > before and torch.equal(x, ring.last[0])
+        seen.append(x.clone())
+    assert torch.equal(seen[0], timing.benchmark_inputs(problem, "cpu", "float32")[0])  # the benchmark's own first
+    assert all(not torch.equal(seen[i], seen[j]) for i in range(4) for j in range(i))
+    assert torch.equal(seen[4], seen[0])  # four sets for four calls, then round again
+    tight = timing.ValueRing(problem, "cpu", "float32", calls=100, ring_bytes=3 * timing.input_bytes(inputs))
+    assert tight.count == 3
+    assert timing.ValueRing(problem, "cpu", "float32", calls=100, ring_bytes=1).count == 2  # never the same twice
+    drawn_sizes = iter([3, 3, 5, 3])  # a problem whose get_inputs() draws its sizes: sets of one shape only
+    sizes = SimpleNamespace(get_inputs=lambda: [torch.randn(next(drawn_sizes)), 7])
+    ring = timing.ValueRing(sizes, "cpu", "float32", calls=4)
+    assert ring.count == 2 and [len(v[0]) for v in ring.sets] == [3, 3]
+
+
+def test_the_timed_output_is_judged_like_the_fixed_check():
+    ref = torch.randn(4, 8)
+    assert timing.check_timed(ref + 1e-4, ref, "float32") == ("pass", "")
+    verdict, why = timing.check_timed(torch.zeros_like(ref), ref, "float32")
+    assert verdict == "mismatch" and "output 0 of the last timed call" in why
+    assert timing.check_timed(ref[:2], ref, "float32")[0] == "bad_output"
+    nan = torch.full((4, 8), float("nan"))
+    assert timing.check_timed(nan.clone(), nan, "float32")[0] == "pass"  # NaN where the reference's is
+    assert timing.check_timed(nan, torch.ones(4, 8), "float32")[0] == "nonfinite"
+    assert timing.check_timed("done", torch.ones(2), "float32")[0] == "bad_output"
+    assert timing.check_timed(torch.ones(3, dtype=torch.int64), torch.ones(3, dtype=torch.int64), "float32") == (
+        "pass", "")
+
+
+def test_a_kernel_that_cheats_only_when_timed_is_caught_and_left_out_of_speedups_and_p4(tmp_path):
+    subs = [toy_submission("problem_scale.py", "torch_correct.py", dump="toy"),
+            toy_submission("problem_scale.py", str(HACKS / "sniffs_harness.py"), dump="toy")]
+    rows = time_submissions(subs, settings(CONFIG, ["toy"]), str(tmp_path), device="cpu", host_clock=True,
+                            flush_bytes=1 << 16)
+    good, cheat = rows
+    assert (good["status"], good["timed_output"], good.get("findings")) == ("ok", "pass", None)
+    assert good["speedup"] > 0 and good["value_sets"] == 2 + 5
+    assert (cheat["status"], cheat["timed_output"], cheat["findings"]) == ("ok", "mismatch", "wrong_when_timed")
+    assert "last timed call" in cheat["timed_reason"] and cheat.get("speedup") is None and cheat["median_ms"] > 0
+    # P4 pairs a control with its buggy variant: a wrong timed output gives the pair no times, and says why
+    timing_df = pd.DataFrame(rows)
+    names = pd.DataFrame({"name": [r["name"] for r in rows], "submission_id": [r["submission_id"] for r in rows]})
+    pair = p4.Times(timing_df, names).pair("torch_correct", "sniffs_harness")
+    assert pd.isna(pair["d_ms_median"]) and pd.isna(pair["variant_ms"])
+    assert pair["timing_note"].startswith("no times: buggy sniffs_harness's timed output is mismatch")
+    legacy = timing_df.drop(columns=["timed_output", "timed_reason"])  # rows written before the check existed
+    assert not pd.isna(p4.Times(legacy, names).pair("torch_correct", "sniffs_harness")["d_ms_median"])
+
+
+def test_a_reference_that_fails_leaves_the_candidate_times_and_says_the_output_was_not_judged():
+    row = timing.reference_failed({"median_ms": 1.0}, RuntimeError("boom"), "p.py")
+    assert (row["median_ms"], row["ref_outcome"], row["timed_output"]) == (1.0, "crash", "skipped")
+    assert row["timed_reason"] == "not judged: problem p.py: the reference failed: RuntimeError: boom"
+    judged = timing.reference_failed({"timed_output": "mismatch", "timed_reason": "r"}, RuntimeError("x"), "p.py")
+    assert (judged["timed_output"], judged["timed_reason"], judged["ref_outcome"]) == ("mismatch", "r", "crash")
+    assert not p4.wrong_when_timed(row) and p4.wrong_when_timed(judged)

@@ -85,8 +85,8 @@ def row_of(sub: Submission, result: dict, wall_s: float) -> dict:
             row[key] = value
         else:
             log.info("%s: the worker's answer has a field the timing table lacks: %s (left out)", sub.name, key)
-    if row.get("median_ms") and row.get("ref_median_ms"):
-        row["speedup"] = row["ref_median_ms"] / row["median_ms"]
+    if row.get("median_ms") and row.get("ref_median_ms") and row.get("timed_output", Outcome.PASS) == Outcome.PASS:
+        row["speedup"] = row["ref_median_ms"] / row["median_ms"]  # never of times whose output was wrong
     return row
 
 
@@ -121,6 +121,8 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
             left = (time.monotonic() - start) / i * (len(subs) - i)
             ok = r.get("status") == RunStatus.OK
             shown = f"{r['median_ms']:.4f} ms median" if ok else f"{r.get('reason', '')}"[:120]
+            if r.get("timed_output") not in (None, Outcome.PASS):
+                shown += f", timed output {r['timed_output']}: not used ({r.get('timed_reason', '')})"[:200]
             log.info("timing %d/%d %s: %s %s (~%.0f s left)", i, len(subs), sub.name, r.get("status"), shown, left)
     finally:
         worker.stop()

@@ -34,6 +34,8 @@ FINDINGS: dict[str, str] = {
     "rlimit": "tried to raise its resource limits (blocked)",
     "background_thread": "left a thread running after the call (the worker was restarted)",
     "forged_result": "wrote to the harness's result channel",
+    "wrong_when_timed": "the output of its last timed call was wrong (the timing table's timed_output): its "
+    "times are not used; with a passing check, it answers differently when timed",
 }
 
 

@@ -151,6 +151,9 @@ SCHEMAS["timing"] = pa.schema(
         ("speedup", _F),  # ref_median_ms / median_ms
         ("wall_s", _F),  # seconds the submission took in the stage (load, warm-up, both measurements)
         ("findings", _S),
+        ("value_sets", _I),  # input value sets copied in turn into the inputs before each call
+        ("timed_output", _S),  # the last timed output: pass | mismatch | nonfinite | bad_output | skipped
+        ("timed_reason", _S),  # why it is not `pass`; a row whose output is wrong has no speedup
     ]
 )
 

@@ -7,8 +7,9 @@ which move with the instructions that define them (the paper does not say which 
 Times come from the timing stage (results/tables/timing.parquet, rescore.worker.timing): d_ms_median is the
 buggy kernel's median time minus its control's, d_perf_pct that difference as a percentage of the
 control's median (positive: the buggy kernel is slower), as the paper's signs read. Where either
-kernel has no time (no GPU, a crash, a dump not timed) both are NaN and `timing_note` says why. Times
-are never compared with the paper's (`differs`): they were taken on another GPU.
+kernel has no time (no GPU, a crash, a dump not timed, a timed output that was wrong) both are NaN
+and `timing_note` says why. Times are never compared with the paper's (`differs`): they were taken on
+another GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 
 from rescore.analysis.papers.match import MATCHED, match_kernels, usable
 from rescore.analysis.papers.published import any_differs, differs, parse
-from rescore.model.outcomes import RunStatus
+from rescore.model.outcomes import Outcome, RunStatus
 
 TIMES = ("control_ms", "variant_ms", "d_ms_median", "d_perf_pct")
 
@@ -48,12 +49,22 @@ class Times:
                 return dict(out, timing_note=f"no times: {role} {name} has no row in timing.parquet")
             if r["status"] != RunStatus.OK:
                 return dict(out, timing_note=f"no times: {role} {name} {r['status']}: {r['reason']}")
+            if wrong_when_timed(r):
+                return dict(out, timing_note=f"no times: {role} {name}'s timed output is {r['timed_output']} "
+                                             f"(its times are not its work): {r.get('timed_reason') or ''}"[:600])
             got[role] = r
         c, v = got["control"], got["buggy"]
         d = v["median_ms"] - c["median_ms"]
         note = (f"timed on {v['device']} ({v['dtype']}): control {_spread(c)}, buggy {_spread(v)}")
         return {"control_ms": c["median_ms"], "variant_ms": v["median_ms"], "d_ms_median": d,
                 "d_perf_pct": 100.0 * d / c["median_ms"] if c["median_ms"] else np.nan, "timing_note": note}
+
+
+def wrong_when_timed(r: dict) -> bool:
+    """Whether a timing row's last timed output was judged and found wrong (`timed_output` other than
+    pass or skipped, the output not judged; rows written before the column existed have none)."""
+    verdict = r.get("timed_output")
+    return isinstance(verdict, str) and verdict not in (Outcome.PASS, Outcome.SKIPPED)
 
 
 def _spread(r: dict) -> str:
@@ -66,13 +77,15 @@ def timing_summary(timing: pd.DataFrame, subs: pd.DataFrame, table: pd.DataFrame
     timed = int(table["d_ms_median"].notna().sum()) if len(table) else 0
     mine = timing[timing["submission_id"].isin(set(subs["submission_id"]))] if len(timing) else timing
     ok = mine[mine["status"] == RunStatus.OK] if len(mine) else mine
+    wrong = [r["name"] for r in ok.to_dict("records") if wrong_when_timed(r)]
+    left_out = (f" Left out, their timed output wrong: {', '.join(sorted(wrong))}." if wrong else "")
     if not len(ok):
         why = "; ".join(sorted(set(mine["reason"].dropna()))[:3]) if len(mine) else "the dump was not timed"
         return f"No times ({len(mine)} rows of timing.parquet for this dump, none timed: {why}): d_ms, d_perf% NaN."
     return (f"Times: {timed} of {len(table)} pairs, on {', '.join(sorted(set(ok['device'])))} (CUDA events, L2 flushed "
             f"before each call, median of up to {int(ok['repeats'].max())} calls after {int(ok['warmup'].max())} "
             "warm-up calls); d_perf_pct = 100 x d_ms_median / the control's median (positive: buggy slower). "
-            "The paper timed on an RTX 3060: times are shown beside its values, never compared.")
+            "The paper timed on an RTX 3060: times are shown beside its values, never compared." + left_out)
 
 
 def paired_table(
