@@ -127,3 +127,17 @@ def test_flagged_submissions_are_counted_by_cause():
                              "cause": ["precision_downgrade", None, None]})
     (row,) = rescored_table(illusion, subs).to_dict("records")
     assert row["by_cause"] == '{"pattern:tail_region": 1, "precision_downgrade": 1}'
+
+
+def test_explain_off_runs_no_experiment():
+    from rescore.engine.sandbox import Worker
+
+    worker = Worker("cpu", 1 << 15, explain=False)
+    try:
+        rows = run_submission(submission("problem_scale.py", "scale_output_buffer.py"),
+                              RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60, explain=False),
+                              worker, fixed=False)
+    finally:
+        worker.stop()
+    (row,) = [r for r in rows if r["oracle"] == "fuzz"]
+    assert row["outcome"] == "pass" and not row.get("cause"), row  # no second call: the reused buffer goes unseen

@@ -52,6 +52,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
                              else args.submission_budget) or None,
         settle_after=args.settle_after,
         settle_timeout_s=args.settle_timeout,
+        explain=not args.no_explain,
     )
 
 
@@ -125,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("submission")
     check.add_argument("--json", metavar="OUT", help="write the verdicts and failures as JSON")
     check.add_argument("--cases", type=int, default=100, help="fuzz cases per dtype, split over the strategies")
+    check.add_argument("--no-explain", action="store_true",
+                       help="no experiments to confirm a failure's cause, no second call on a passing case")
     check.add_argument("--seed", type=int, default=0, help="master seed")
     check.add_argument("--strategies", default=STUDY,
                        help=f"comma-separated strategies sharing --cases equally, or `{STUDY}` (the default): the "

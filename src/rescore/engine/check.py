@@ -13,7 +13,7 @@ from rescore.model.run import RunConfig
 
 def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, progress=None) -> tuple[dict, list[dict]]:
     """Run a submission; returns the summary (the `--json` document) and every case row."""
-    worker = Worker(cfg.device, cfg.budget, log_dir)
+    worker = Worker(cfg.device, cfg.budget, log_dir, explain=cfg.explain)
     try:
         rows = run_submission(sub, cfg, worker, progress=progress)
     finally:
