@@ -83,11 +83,6 @@ TOLERANCE_JUDGED: tuple[Outcome, ...] = (Outcome.PASS, Outcome.MISMATCH, Outcome
 DIED: tuple[Outcome, ...] = (Outcome.CRASH, Outcome.TIMEOUT)  # a load whose worker did not survive it
 
 
-def is_flagging(outcome: str) -> bool:
-    """True when this outcome makes its submission flagged."""
-    return outcome in FLAGGING
-
-
 NEEDS_GPU = "timing needs a CUDA GPU"  # the reason of a timing row no GPU could measure
 
 STOPPED_PREFIXES = ("submission budget of ", "settled: ")  # a case its submission's pacing never ran

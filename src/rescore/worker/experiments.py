@@ -17,15 +17,14 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 
 import torch
 
 from rescore.inputs.strategies import CaseSpec
-from rescore.model.outcomes import Outcome
+from rescore.model.outcomes import Outcome, ValueEnum
 
 
-class Cause(str, Enum):
+class Cause(ValueEnum):
     """A failure's cause, confirmed by an experiment (or by the check that caught it)."""
 
     UNSYNCHRONIZED_STREAM = "unsynchronized_stream"
@@ -37,11 +36,6 @@ class Cause(str, Enum):
     OUT_OF_BOUNDS = "out_of_bounds"
     SHAPE_SPECIALISED = "shape_specialised"
     DTYPE_SPECIALISED = "dtype_specialised"
-
-    __str__ = str.__str__
-
-    def __format__(self, spec: str) -> str:
-        return str.__format__(self.value, spec)
 
 
 # The harness's names (integrity._torch_state) of the global flags that change a result's numerics.
