@@ -202,10 +202,11 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
                 verdict = judge.judge_rerun(out, again, truths, lowps, tdtype, spec.dtype, row["reduction_len"],
                                             verdict, structural, terms, device=device, overrides=overrides,
                                             place=place)
-    ctx.explainer.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
-                                    structural, terms, row["reduction_len"])
-    if verdict["outcome"] == Outcome.PASS:
-        verdict = explain.second_call(ctx, ctx.explainer.trace) or verdict
+    if ctx.explainer.enabled:  # what the experiments need; `explain.explain` lets it go
+        ctx.explainer.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
+                                        structural, terms, row["reduction_len"])
+        if verdict["outcome"] == Outcome.PASS:
+            verdict = explain.second_call(ctx, ctx.explainer.trace) or verdict
     return dict(row, **verdict)
 
 

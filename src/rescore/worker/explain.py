@@ -51,11 +51,14 @@ def _aside(ctx: WorkerContext):
 
 def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase) -> dict:
     """The failed row with the cause an experiment confirmed (`cause`, `cause_evidence`), cheapest
-    experiment first; the row as it is when none does."""
-    if not ctx.explainer.enabled or ctx.explainer.running or row.get("cause") or row.get("outcome") not in EXPLAINED:
+    experiment first; the row as it is when none does. The case's trace is let go of here, so that
+    its tensors are not held while the next case allocates its own."""
+    if ctx.explainer.running:
+        return row
+    trace, ctx.explainer.trace = ctx.explainer.trace, None
+    if not ctx.explainer.enabled or row.get("cause") or row.get("outcome") not in EXPLAINED:
         return row
     changed = set(ctx.guard.changed_numerics)
-    trace = ctx.explainer.trace
     with _aside(ctx):
         try:
             found = _confirm(ctx, spec, row, override, run_case, trace, changed)
