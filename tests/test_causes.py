@@ -15,13 +15,19 @@ from rescore.worker import experiments
 
 CAUSES = REPO / "tests" / "fixtures" / "causes"
 HACKS = REPO / "tests" / "fixtures" / "hacks"
+# The problems the fixtures answer: the toy relu(x) * 2 and the built-in corpus's matmul.
+PROBLEMS = {
+    "problem_scale.py": REPO / "tests" / "fixtures" / "toy" / "problem_scale.py",
+    "problem_matmul.py": REPO / "src" / "rescore" / "corpus" / "ops" / "matmul" / "problem.py",
+}
 CFG = RunConfig(strategies={"default": 2, "boundary": 1}, dtypes=("float32", "float16"), timeout_s=60,
                 load_timeout_s=300)
 
 
 def submission(problem: str, candidate: str, folder=CAUSES) -> Submission:
-    path = CAUSES / problem if (CAUSES / problem).exists() else REPO / "tests" / "fixtures" / "toy" / problem
-    p = Problem(problem_id=f"causes/{path.stem}", source=path.read_text(), path=str(path), op=path.stem)
+    path = PROBLEMS[problem]
+    name = problem.removesuffix(".py")
+    p = Problem(problem_id=f"causes/{name}", source=path.read_text(), path=str(path), op=name)
     src = (folder / candidate).read_text()
     return Submission(name=candidate.removesuffix(".py"), problem=p, source=src, path=str(folder / candidate),
                       language=detect_language(src), dtypes=("float32", "float16"))
