@@ -35,7 +35,7 @@ from rescore.engine.timing_stage import run_timing
 from rescore.engine.timing_stage import settings as timing_settings
 from rescore.ingest import read_dump
 from rescore.model.outcomes import FLAGGING, settled_reason
-from rescore.model.records import LABELS, submission_from_dict, submission_to_dict
+from rescore.model.records import LABELS, read_manifests, submission_to_dict
 from rescore.model.settings import effective_config, setting_name
 from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
 from rescore.runtime.device import resolve_device
@@ -81,7 +81,7 @@ def run_shard(
     With `gpus` > 1 the shard's worker runs on its own GPU (`rescore.engine.gpus`)."""
     began = time.monotonic()
     cfg = run_config(config)
-    subs = [submission_from_dict(d) for d in json.loads(Path(manifest).read_text())]
+    subs = read_manifests([manifest])
     ids = [s.submission_id for s in subs]
     weight = shards_.weights(ids, shards_.expected_costs(subs, cfg.device))
     assignment = shards_.assign(ids, shards, weight, gpus)
@@ -257,7 +257,7 @@ def static(
 ) -> None:
     """Offline PTX metrics of every Triton submission, paired deltas, per-class summary, heatmap;
     each submission captured at `sizes` (rescore.static.study.capture_sizes)."""
-    subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
+    subs = read_manifests(manifests)
     run_study(subs, out, threads, cache_dir, list(archs or (90, 80)), sizes)
 
 

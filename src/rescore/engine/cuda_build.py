@@ -33,7 +33,7 @@ import pandas as pd
 
 from rescore.engine.gpus import shard_slot, worker_gpu
 from rescore.model.outcomes import ValueEnum
-from rescore.model.records import Submission, content_hash
+from rescore.model.records import Submission, content_hash, read_manifests
 from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
 
 log = logging.getLogger("rescore")
@@ -237,11 +237,10 @@ def write_builds(
     gpus: int = 1,
 ) -> pd.DataFrame:
     """The `cuda_prebuild` rule: build the CUDA submissions of every dump, write the builds table."""
-    from rescore.model.records import submission_from_dict
     from rescore.model.tables import SCHEMAS, write_parquet
     from rescore.runtime.device import resolve_device
 
-    subs = [submission_from_dict(d) for m in manifests for d in json.loads(Path(m).read_text())]
+    subs = read_manifests(manifests)
     df = prebuild(subs, resolve_device(device), root, jobs, timeout_s, gpus)
     write_parquet(df, out, "cuda_builds" if "cuda_builds" in SCHEMAS else None)
     failed = int((df["status"] == BuildStatus.FAILED).sum())

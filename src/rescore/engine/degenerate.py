@@ -3,9 +3,7 @@ sandboxed worker; a problem is degenerate when any of them passes, so a "correct
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 
 import pandas as pd
 
@@ -13,7 +11,7 @@ from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
 from rescore.ingest.nulls import NULLS, null_submissions
 from rescore.model.outcomes import FixedVerdict, Outcome
-from rescore.model.records import Problem, submission_from_dict
+from rescore.model.records import Problem, read_manifests
 from rescore.model.run import RunConfig
 
 log = logging.getLogger("rescore")
@@ -89,13 +87,11 @@ def problems_of(manifests: list[str]) -> list[tuple[str, Problem]]:
     """The distinct, readable problems of the ingest manifests, as [(dump, Problem)]."""
     seen: set[tuple[str, str]] = set()
     out = []
-    for path in manifests:
-        for data in json.loads(Path(path).read_text()):
-            sub = submission_from_dict(data)
-            if (sub.extra or {}).get("ingest_error"):
-                continue
-            key = (sub.problem.problem_id, sub.problem.content_hash)
-            if key not in seen:
-                seen.add(key)
-                out.append((sub.dump, sub.problem))
+    for sub in read_manifests(manifests):
+        if (sub.extra or {}).get("ingest_error"):
+            continue
+        key = (sub.problem.problem_id, sub.problem.content_hash)
+        if key not in seen:
+            seen.add(key)
+            out.append((sub.dump, sub.problem))
     return out

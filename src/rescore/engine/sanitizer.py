@@ -32,7 +32,7 @@ import pandas as pd
 from rescore.engine.sandbox import Worker, request_with_retry
 from rescore.model.failures import FIRST_FAILURE_ORDER
 from rescore.model.outcomes import DIED, FLAGGING, Outcome
-from rescore.model.records import Submission, submission_from_dict
+from rescore.model.records import Submission, read_manifests
 from rescore.model.tables import read_parquet, write_parquet
 from rescore.runtime.device import timing_device
 from rescore.worker.protocol import Case, Load, job_of
@@ -318,8 +318,7 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
     """The sanitizer table of the run: the selected cases under each tool, or `not_run` rows saying why."""
 
     cfg = settings(config)
-    subs = {s.submission_id: s for s in (submission_from_dict(d) for m in manifests
-                                         for d in json.loads(Path(m).read_text()))}
+    subs = {s.submission_id: s for s in read_manifests(manifests)}
     selected = select_cases(read_parquet(cases_path, "cases"), read_parquet(submissions_path, "submissions"),
                             cfg["passing"], cfg["max_submissions"])
     if len(selected):

@@ -10,17 +10,15 @@ and the log says so at the top and at the end.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
-from pathlib import Path
 
 import pandas as pd
 
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.model.outcomes import DIED, NEEDS_GPU, Outcome, RunStatus
-from rescore.model.records import Submission, submission_from_dict
+from rescore.model.records import Submission, read_manifests
 from rescore.model.run import DEFAULT_BUDGET
 from rescore.model.tables import SCHEMAS, write_parquet
 from rescore.runtime.device import installed_versions, timing_device
@@ -131,7 +129,7 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
 
 def run_timing(manifests: dict[str, str], cfg: dict, out: str, log_dir: str) -> pd.DataFrame:
     """The timing table of the dumps in `manifests` ({dump: manifest.json}), written to `out`."""
-    subs = [submission_from_dict(d) for name in cfg["dumps"] for d in json.loads(Path(manifests[name]).read_text())]
+    subs = read_manifests([manifests[name] for name in cfg["dumps"]])
     device, why = timing_device(cfg["device"])
     log.info("timing %d submissions of %s on %s (%s); dtype %s, %d warm-up calls, %d repeats, budget %.1f s each",
              len(subs), ", ".join(cfg["dumps"]), device, why, cfg["dtype"], cfg["warmup"], cfg["repeats"],

@@ -10,6 +10,7 @@ import ast
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 LABELS = ("correct", "buggy")
@@ -155,3 +156,8 @@ def submission_from_dict(data: dict) -> Submission:
     data["problem"] = Problem(**data["problem"])
     data["dtypes"] = tuple(data.get("dtypes") or ())
     return Submission(**data)
+
+
+def read_manifests(paths: list[str]) -> list[Submission]:
+    """The submissions of the ingest manifests at `paths` (JSON lists of `submission_to_dict`), in order."""
+    return [submission_from_dict(d) for path in paths for d in json.loads(Path(path).read_text())]
