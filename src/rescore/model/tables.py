@@ -87,6 +87,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("replay", _S),
             ("findings", _S),  # comma-separated: what the submission did besides answering (findings.py)
             ("gpu", _S),  # "<index>: <model>": the host's GPU that ran the case (engine/gpus.py); null on the CPU
+            ("output_nonfinite", _B),  # the candidate's output held a NaN or Inf (oracle/judge.py); null: not judged
         ]
     ),
 }
