@@ -3,9 +3,10 @@
   python bench/cuda_build_bench.py --dump NAME [--config config/config.yaml] [--jobs 16] [--cache DIR]
 
 Builds every distinct CUDA source of the dump into a fresh cache on every core (cold), then again
-(warm: nothing should compile), and prints a JSON report: wall time of each phase, built / failed /
-no_build counts, median and max seconds per build. Run it on the GPU machine: it needs nvcc and
-torch with CUDA, and builds for the GPU it sees (TORCH_CUDA_ARCH_LIST overrides).
+(warm: nothing should compile), and prints a JSON report: wall time of each phase, the count of each
+build status (loaded, compile_failed, ...), median and max seconds per build that loaded. Run it on
+the GPU machine: it needs nvcc and torch with CUDA, and builds for the GPU it sees
+(TORCH_CUDA_ARCH_LIST overrides).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 
 from rescore.engine.cuda_build import prebuild
 from rescore.ingest import read_dump
+from rescore.model.builds import BuildStatus
 from rescore.model.records import Submission
 
 
@@ -39,7 +41,7 @@ def bench(subs: list[Submission], jobs: int | None = None, timeout_s: float = 18
         start = time.perf_counter()
         df = prebuild(subs, "cuda", folder, jobs, timeout_s)
         per = df.drop_duplicates("source_hash")
-        built = per[(per["status"] == "built") & ~per["cached"]]["seconds"]
+        built = per[(per["status"] == BuildStatus.LOADED) & ~per["cached"]]["seconds"]  # compiled and imported
         report[phase] = {
             "wall_s": round(time.perf_counter() - start, 2),
             "status": {str(k): int(v) for k, v in per["status"].value_counts().items()},

@@ -224,3 +224,32 @@ def test_the_calibrated_model_holds_half_types_to_float32_accumulation():
     assert policy_ratios(rounded, truth, "bfloat16", 0.0, 636, False)["calibrated-base"] <= 0.5
     off = (truth + 0.055).to(torch.bfloat16)
     assert policy_ratios(off, truth, "bfloat16", 0.0, 636, False)["calibrated-base"] > 2.0
+
+
+def test_the_verdict_records_whether_the_output_held_a_nan_or_inf():
+    """A NaN where the reference has one too passes rescore's NaN-aware oracle; `output_nonfinite` records
+    it all the same, so the gpuemu papers' validator (any NaN or Inf fails) can be applied to the case."""
+    from rescore.oracle import judge
+
+    truth = torch.randn(4, 16, dtype=torch.float64)
+    truth[1, 3] = math.nan
+    truth[2, 0] = math.inf
+    out = truth.to(torch.float32)
+
+    def verdict(o):
+        return judge.judge(o, [truth], [out.clone()], [], [], torch.float32, "float32", 1, device="cpu",
+                           overrides=None)
+
+    same = verdict(out)
+    assert same["outcome"] == "pass" and same["output_nonfinite"] is True
+    finite_truth = torch.nan_to_num(truth, nan=0.0, posinf=1.0)
+    clean = judge.judge(finite_truth.to(torch.float32), [finite_truth], None, [], [], torch.float32, "float32", 1,
+                        device="cpu", overrides=None)
+    assert clean["outcome"] == "pass" and clean["output_nonfinite"] is False
+    # of several outputs, the case's verdict says whether any held one
+    pair = judge.judge((finite_truth.to(torch.float32), out), [finite_truth, truth], None, [], [], torch.float32,
+                       "float32", 1, device="cpu", overrides=None)
+    assert pair["outcome"] == "pass" and pair["output_nonfinite"] is True
+    integer = judge.judge(torch.arange(4), [torch.arange(4)], None, [], [], torch.float32, "float32", 1,
+                          device="cpu", overrides=None)
+    assert integer["output_nonfinite"] is False

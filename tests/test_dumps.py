@@ -653,12 +653,20 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
         "        return ext.f(x)\n"
     )
     bad = good.replace("x + 1;", "x + ;")
+    # the CUDA-L1 habit: the failed build is caught and the kernel falls back (its import succeeds)
+    caught = bad.replace("ext = load_inline(", "try:\n    ext = load_inline(").replace(
+        ' functions=["f"])\n', ' functions=["f"])\nexcept RuntimeError:\n    ext = None\n')
     p = Problem("p", "", "p.py")
-    subs = [Submission(n, p, s, f"{n}.py", language="cuda") for n, s in (("a", good), ("b", good), ("c", bad))]
+    subs = [Submission(n, p, s, f"{n}.py", language="cuda")
+            for n, s in (("a", good), ("b", good), ("c", bad), ("d", caught))]
     cold = prebuild(subs, "cuda", tmp_path, jobs=2).set_index("name")
-    assert list(cold["status"]) == ["built", "built", "failed"] and not cold["cached"].any()
-    assert "error" in cold.loc["c", "error"] and cold.loc["a", "extensions"] == "same_name"
+    assert list(cold["status"]) == ["loaded", "loaded", "compile_failed", "compile_failed"]
+    assert not cold["cached"].any() and list(cold["ok"]) == [True, True, False, True]
+    assert list(cold["compiled"]) == [True, True, False, False]
+    assert "error" in cold.loc["c", "error"] and "error" in cold.loc["d", "error"]
+    assert cold.loc["a", "extensions"] == "same_name"
     assert recorded_failure(bad, tmp_path) and recorded_failure(good, tmp_path) is None
+    assert recorded_failure(caught, tmp_path) is None  # it imports: the worker raises the call's error again
     warm = prebuild(subs, "cuda", tmp_path, jobs=2).set_index("name")
     assert warm["cached"].all() and (warm["seconds"] == 0).all() and list(warm["status"]) == list(cold["status"])
     # the check worker reuses the build: importing after activate() compiles nothing
@@ -685,3 +693,15 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     )
     assert out.returncode == 0 and float(out.stdout.split()[-1]) < 30, out.stderr[-2000:]
     assert objects and {o: o.stat().st_mtime_ns for o in build.glob("*.o")} == objects
+    # the caught failure: the worker raises the prebuild's error at once, the submission falls back, and
+    # the worker's record says its CUDA never built (nothing is compiled again)
+    (tmp_path / "d.py").write_text(caught)
+    fell_back = (
+        "import sys, json; from rescore.worker.prebuilt import activate; from rescore.worker.usage import "
+        "ExtensionUse; src = open(sys.argv[1]).read(); activate(src, sys.argv[2]); ns = {}; "
+        "exec(compile(src, 'd.py', 'exec'), ns); print(json.dumps([ns['ext'] is None, ExtensionUse.failed]))"
+    )
+    out = subprocess.run([sys.executable, "-c", fell_back, str(tmp_path / "d.py"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    none, [[status, error]] = json.loads(out.stdout.splitlines()[-1])
+    assert none and status == "compile_failed" and "not compiled again" in error, out.stderr[-2000:]

@@ -61,3 +61,15 @@ def test_nan_the_reference_has_only_through_its_form_is_not_required(worker):
     buggy = run_submission(toy_submission("problem_causal_mean.py", "causal_mean_nan_drop.py",
                                           dtypes=("float32",)), cfg, worker)
     assert Counter(r["outcome"] for r in buggy if r["oracle"] == "fuzz") == {"nonfinite": 6}
+
+
+def test_the_cases_record_whether_the_output_held_a_nan(worker):
+    """Where the output is judged, the row says whether it held a NaN or Inf (the gpuemu papers' validator
+    failed any): relu(x) * 2 keeps the NaN of its input, as the reference does, and passes."""
+    cfg = RunConfig(strategies={"default": 2, "nan_injected": 3}, dtypes=("float32",))
+    sub = toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",))
+    rows = [r for r in run_submission(sub, cfg, worker) if r["oracle"] == "fuzz"]
+    held = {r["strategy"]: set() for r in rows}
+    for r in rows:
+        held[r["strategy"]].add((r["outcome"], r["output_nonfinite"]))
+    assert held == {"default": {("pass", False)}, "nan_injected": {("pass", True)}}

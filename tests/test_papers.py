@@ -64,6 +64,7 @@ def _sub(name: str, op: str, label: str, bug_class=None, control=None, trigger=N
     return {"submission_id": f"id-{name}", "name": name, "dump": "toy", "problem_id": f"toy/{op}", "op": op,
             "language": language, "label": label, "bug_class": bug_class, "control": control,
             "trigger": json.dumps(trigger) if trigger else None, "provenance": f"test: {name}",
+            "claimed_verdict": "correct",
             "source_path": f"/x/{name}.py", "problem_path": f"/x/{op}.py", "ingest_error": None}
 
 
@@ -86,8 +87,9 @@ def make_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     for s in subs.to_dict("records"):
         base = {"submission_id": s["submission_id"], "name": s["name"], "problem_id": s["problem_id"],
                 "device": "cpu", "versions": VERSIONS, "values": "normal", "layout": "contiguous"}
+        fixed = "mismatch" if s["name"] == "gelu_sigmoid" else "pass"  # the re-run fails what the dump calls correct
         rows.append({**base, "oracle": "fixed", "strategy": "fixed", "purpose": "evaluation", "case_index": 0,
-                     "seed": 0, "dtype": "float32", "outcome": "pass", "max_abs_err": 1e-7})
+                     "seed": 0, "dtype": "float32", "outcome": fixed, "max_abs_err": 1e-7})
         plan = [(st, "evaluation") for st in STRATEGIES]
         if s["label"] == "correct":
             plan.append(("default", "calibration"))
@@ -102,7 +104,8 @@ def make_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
                     rows.append({**base, "oracle": "fuzz", "strategy": strategy, "purpose": purpose, "case_index": i,
                                  "seed": 1000 + i, "dtype": dtype, "outcome": "mismatch" if bad else "pass",
                                  "max_abs_err": err, "ref_max_abs": 1.0, "reduction_len": 64,
-                                 "policy_ratios": json.dumps(ratios), "sizes": json.dumps({"dim": 64 + i})})
+                                 "policy_ratios": json.dumps(ratios), "sizes": json.dumps({"dim": 64 + i}),
+                                 "output_nonfinite": bad})
     cases = pd.DataFrame(rows)
     for col in SCHEMAS["cases"].names:
         if col not in cases:
@@ -166,15 +169,37 @@ def test_p1_verdicts_and_headline(tiny):
     v = p1.verdicts_table(cases, subs, published.mapping(PUBLISHED), pub)
     assert list(v["kernel"][: len(pub)]) == list(pub["kernel"])  # the paper's rows first, in its order
     row = v.set_index("kernel").loc["gelu_triton_buggy"]
-    assert (row["name"], row["bench"], row["seeded"], bool(row["illusion"])) == ("gelu_sigmoid", "pass", "fail", True)
-    assert row["fail_over_total_published"] == "29/30" and row["differs"] == False  # noqa: E712
+    assert (row["name"], row["seeded"], row["fail_over_total_published"]) == ("gelu_sigmoid", "fail", "29/30")
+    # `bench` is the verdict the dump records (claimed correct), as the paper read it; rescore's own re-run
+    # of the fixed check failed it, and stands apart as `fixed_reproduced`, never compared with the paper
+    assert (row["bench"], row["fixed_reproduced"]) == ("pass", "fail")
+    assert bool(row["illusion"]) and not bool(row["illusion_reproduced"])  # the paper's rule, and rescore's
+    assert row["differs"] == False and row["differs_in"] == ""  # noqa: E712
     assert pd.isna(v.set_index("kernel").loc["softmax_llm_buggy", "differs"])
     new = v[~v["in_paper"]]
     assert list(new["kernel"]) == ["softmax_other"] and (new["match"] == "new").all()
-    h = p1.headline_table(v, published.read_csv("p1_headline.csv", PUBLISHED))
-    flagged = h[(h["metric"] == "buggy_flagged") & (h["scope"] == "dump")]
+    h = p1.headline_table(v, published.read_csv("p1_headline.csv", PUBLISHED)).set_index(["metric", "scope"])
+    flagged = h.loc[("buggy_flagged", "dump")]
     assert len(flagged) == 2 and (flagged["reproduced"] == "2/3").all() and flagged["differs"].all()
-    assert not h[h["scope"] == "paper kernels"]["in_paper"].any()
+    assert h.loc[("buggy_passing_bench", "dump"), "reproduced"] == "3/3"
+    assert h.loc[("buggy_passing_fixed_reproduced", "dump"), "reproduced"] == "2/3"
+    assert h.loc[("illusions", "dump"), "reproduced"] == "2/3"
+    assert h.loc[("illusions_fixed_reproduced", "dump"), "reproduced"] == "1/3"
+    assert not h.xs("paper kernels", level="scope")["in_paper"].any()
+
+
+def test_p1_bench_is_empty_where_the_dump_records_no_verdict(tiny):
+    """The built-in corpus records no benchmark verdict: `bench` and the paper's illusion stay empty (never
+    filled from rescore's re-run), and the headline rows that read them say why they count nothing."""
+    cases, subs = tiny
+    v = p1.verdicts_table(cases, subs.assign(claimed_verdict=None), published.mapping(PUBLISHED),
+                          published.read_csv("p1_verdicts.csv", PUBLISHED)).set_index("kernel")
+    assert v["bench"].isna().all() and v["illusion"].isna().all()
+    assert v.loc["gelu_triton_buggy", "fixed_reproduced"] == "fail" and not v.loc["gelu_triton_buggy", "differs"]
+    h = p1.headline_table(v.reset_index(), published.read_csv("p1_headline.csv", PUBLISHED))
+    row = h[(h["metric"] == "illusions") & (h["scope"] == "dump")].iloc[0]
+    assert (row["n"], row["note"]) == (0, p1.NO_RECORD)
+    assert h[(h["metric"] == "illusions_fixed_reproduced") & (h["scope"] == "dump")].iloc[0]["reproduced"] == "1/3"
 
 
 def test_p2_tables(tiny):
@@ -214,14 +239,41 @@ def test_p3_tables(tiny):
     names = published.strategies(PUBLISHED)
     h = p3.headline_table(cases, subs, 2, names, published.read_csv("p3_headline.csv", PUBLISHED))
     assert set(h["paper_strategy"].dropna()) == set(names) and h["in_paper"].all()
-    b = h.set_index("strategy").loc["boundary"]
+    aware = h[h["validator"] == p3.NAN_AWARE].set_index("strategy")
+    b = aware.loc["boundary"]
     assert (b["bug_recall_k"], b["bug_recall_n"]) == (8, 12) and b["bug_recall_published"] == "62/80 (78%)"
-    assert h.set_index("strategy").loc["single_dtype_fp32", "paper_strategy"] == "single_dtype_f32"
-    assert set(h["validator"]) == {"nan-aware (rescore)"}  # no out_nan column: no NaN-unaware rows
-    with_nan = cases.assign(**{p3.NAN_COLUMN: (cases["strategy"] == "nan_injected").astype(int)})
-    h2 = p3.headline_table(with_nan, subs, 2, names, published.read_csv("p3_headline.csv", PUBLISHED))
-    unaware = h2[h2["validator"] == "nan-unaware (published)"].set_index("strategy")
-    assert unaware.loc["nan_injected", "control_fp"] == 1.0 and unaware.loc["default", "control_fp"] == 0.0
+    assert aware.loc["single_dtype_fp32", "paper_strategy"] == "single_dtype_f32"
+    unaware = h[h["validator"] == p3.NAN_UNAWARE].set_index("strategy")
+    assert set(unaware.index) == set(names.values())  # one row of the paper's rule beside each of its strategies
+    assert unaware.loc["boundary", "bug_recall"] == aware.loc["boundary", "bug_recall"]  # no NaN anywhere
+    # controls whose outputs hold NaN where the reference does too: they pass rescore's oracle, fail the paper's
+    nan_out = cases["output_nonfinite"] | ((cases["strategy"] == "nan_injected") & (cases["case_index"] == 0))
+    h2 = p3.headline_table(cases.assign(output_nonfinite=nan_out), subs, 2, names,
+                           published.read_csv("p3_headline.csv", PUBLISHED))
+    aware, unaware = (h2[h2["validator"] == v].set_index("strategy") for v in (p3.NAN_AWARE, p3.NAN_UNAWARE))
+    assert aware.loc["nan_injected", "control_fp"] == 0.0
+    assert (unaware.loc["nan_injected", "control_fp_k"], unaware.loc["nan_injected", "control_fp_n"]) == (4, 8)
+    assert unaware.loc["default", "control_fp"] == 0.0
+    assert list(h2["validator"][:2]) == [p3.NAN_AWARE, p3.NAN_UNAWARE]  # each rule beside the other
+
+
+def test_p3_says_when_the_cases_cannot_give_the_papers_rule(tiny):
+    """A cases table from before `output_nonfinite` (or whose passing cases lack it) gives the NaN-aware
+    rows and, for the paper's rule, rows that say why they are empty."""
+    cases, subs = tiny
+    names = published.strategies(PUBLISHED)
+    pub = published.read_csv("p3_headline.csv", PUBLISHED)
+    for older, why in ((cases.drop(columns="output_nonfinite"), "has no `output_nonfinite` column"),
+                       (cases.assign(output_nonfinite=None), "passing cases do not record")):
+        h = p3.headline_table(older, subs, 2, names, pub)
+        unaware = h[h["validator"] == p3.NAN_UNAWARE]
+        assert len(unaware) == len(names) and unaware["bug_recall"].isna().all() and unaware["differs"].isna().all()
+        assert unaware["note"].str.startswith(p3.CANNOT).all() and unaware["note"].str.contains(why).all()
+        assert h[h["validator"] == p3.NAN_AWARE]["bug_recall"].notna().all()
+
+
+def test_p3_shape(tiny):
+    cases, subs = tiny
     s = p3.shape_table(cases, subs, 2, published.mapping(PUBLISHED), published.read_csv("p3_shape.csv", PUBLISHED))
     tail = s[s["kernel"] == "softmax_triton_buggy"].set_index("strategy")
     assert tail.loc["boundary", "recall"] == 1.0 and tail.loc["boundary", "differs"]
@@ -411,6 +463,12 @@ def test_paper_targets_on_a_gpuemu_dump(dag):
     v = pd.read_parquet(dag / "results/papers/p1_verdicts.parquet").set_index("kernel")
     assert v.loc["leaky_relu_triton_buggy", "name"] == "leaky_relu_slope"
     assert v.loc["leaky_relu_triton_buggy", "seeded"] == "fail"
+    # `bench` is what each entry's meta.json records (`benchmark_verdict`: pass); rescore's re-run of the fixed
+    # check catches the slope on the benchmark's own inputs, and says so in its own column
+    leaky = v.loc["leaky_relu_triton_buggy"]
+    assert (leaky["bench"], leaky["bench_published"], leaky["fixed_reproduced"]) == ("pass", "pass", "fail")
+    assert (v.dropna(subset=["name"])["bench"] == "pass").all() and pd.isna(v.loc["gelu_triton_buggy", "bench"])
+    assert leaky["illusion"] and not leaky["illusion_reproduced"]
     assert v.loc["softmax_triton", "name"] == "softmax"  # gpuemu records no control: the op's one control
     tight = pd.read_parquet(dag / "results/papers/p2_tightening.parquet")
     assert (tight.loc[tight["method"] == "p95x1.5", "current_atol"].dropna() == 1e-4).all()  # the entries' own atol

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.analysis import figures, tolerance_study
+from rescore.analysis.cuda_usage import gathered_builds
 from rescore.analysis.papers.stage import build as build_paper_table
 from rescore.analysis.rescored import rescored_table
 from rescore.analysis.strategies_study import budget_table, by_class_table, heatmap_table, strategies_table, study_cases
@@ -224,6 +225,14 @@ def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeou
     """Build every CUDA C submission's extensions once, before the checks, and write the builds table
     (the test loads dealt over `gpus` GPUs)."""
     write_builds(manifests, device, out, jobs=jobs, timeout_s=timeout_s, gpus=gpus)
+
+
+def cuda_builds(builds: list[str], cases: str, out: str) -> None:
+    """results/cuda_builds.parquet: every dump's prebuild rows, `built` only where a case called what
+    compiled and loaded (analysis/cuda_usage.py)."""
+    frames = [f for f in (read_parquet(p) for p in builds) if not f.empty]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    write_parquet(gathered_builds(table, read_parquet(cases, "cases")), out)
 
 
 def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None,

@@ -28,19 +28,18 @@ rule cuda_prebuild:
         "../scripts/cuda_prebuild.py"
 
 
-rule cuda_builds_table:
+rule cuda_builds_table:  # the prebuild's rows, each with whether a case called what it built
     input:
-        expand(CUDA_BUILDS, dump=DUMPS),
+        builds=expand(CUDA_BUILDS, dump=DUMPS),
+        cases="results/tables/cases.parquet",
     output:
         "results/cuda_builds.parquet",
-    params:
-        table=None,
     log:
         "results/logs/aggregate/cuda_builds.log",
     conda:
         CPU_ENV
     script:
-        "../scripts/concat_tables.py"
+        "../scripts/cuda_builds_table.py"
 
 
 rule degenerate_problems:

@@ -10,8 +10,9 @@ import json
 
 import pandas as pd
 
-from rescore.analysis.severity import ALL_TIERS
+from rescore.analysis.severity import ALL_TIERS, CUDA_NEVER_RAN
 from rescore.analysis.study import wilson
+from rescore.model.builds import CudaRan
 from rescore.model.outcomes import FLAGGING, FixedVerdict, FuzzVerdict
 
 OUTCOME_COLUMNS = tuple(f"first_{o}" for o in sorted(FLAGGING))
@@ -28,14 +29,17 @@ def rescored_table(
     are counted per outcome; diagnoses too, where the illusion table has a diagnosis column; every
     flagged submission is counted by its confirmed cause (`by_cause`, else its value pattern); and
     so are their severity tiers (severity.py: `tier_<tier>` illusions, with a 95% Wilson interval
-    on their share of the claimed-correct that fuzzing could run, `tier_<tier>_lo` / `_hi`)."""
+    on their share of the claimed-correct that fuzzing could run, `tier_<tier>_lo` / `_hi`;
+    `tier_cuda_never_ran` counts those claimed-correct that pass but never ran their own CUDA).
+    `cuda_never_ran` counts every CUDA submission whose CUDA never ran, flagged or not, of the
+    `cuda_known` whose cases say."""
     subs = submissions.copy()
     for col in ("claimed_verdict", "ingest_error", "problem_id"):
         if col not in subs.columns:
             subs[col] = None
     keep = [
         c
-        for c in ("submission_id", "fixed_verdict", "fuzz_verdict", "first_failure_outcome", "severity")
+        for c in ("submission_id", "fixed_verdict", "fuzz_verdict", "first_failure_outcome", "severity", "cuda_ran")
         if c in illusion
     ]
     diag_col = next((c for c in ("first_failure_diagnosis", "diagnosis") if c in illusion.columns), None)
@@ -97,7 +101,10 @@ def _summary(dump: str, g: pd.DataFrame, diag_col: str | None, degenerate_ids: s
         row[col] = int(counts.get(col.removeprefix("first_"), 0))
     tiers = illusions["severity"].value_counts() if "severity" in illusions else None
     for tier in ALL_TIERS:
-        count = None if tiers is None else int(tiers.get(tier, 0))
+        if tier == CUDA_NEVER_RAN:  # never an illusion: counted among all the claimed-correct fuzzing could run
+            count = int(believed["severity"].eq(tier).sum()) if "severity" in believed else None
+        else:
+            count = None if tiers is None else int(tiers.get(tier, 0))
         lo, hi = wilson(count, n) if count is not None else (None, None)
         row.update({f"tier_{tier}": count, f"tier_{tier}_lo": lo, f"tier_{tier}_hi": hi})
     if diag_col:
@@ -106,6 +113,9 @@ def _summary(dump: str, g: pd.DataFrame, diag_col: str | None, degenerate_ids: s
     else:
         row["by_diagnosis"] = None
     row["by_cause"] = _by_cause(ok[ok["fuzz_verdict"] == FuzzVerdict.FLAGGED], diag_col)
+    ran = ok["cuda_ran"] if "cuda_ran" in ok else pd.Series(dtype=object)
+    row["cuda_known"] = int(ran.notna().sum())  # CUDA submissions whose cases say whether their CUDA ran
+    row["cuda_never_ran"] = int(ran.eq(CudaRan.NO).sum())  # flagged or not
     return row
 
 

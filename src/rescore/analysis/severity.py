@@ -14,6 +14,12 @@ first of TIERS that holds:
 4. `non_contiguous`: the same, on strided views.
 5. `shape_specialised`: it answers no ordinary input at some other sizes, and is never wrong on one.
 
+A submission no case flags gets a tier only when its own CUDA never ran (`cuda_never_ran`: the
+cases' `cuda_ran` is no, worker/usage.py): its answers are right, so it is neither wrong nor an
+illusion, and the headline verdict is unchanged; but they are PyTorch's, and so is any speed-up
+it claims. A flagged submission keeps the tier of its failures, whether its CUDA ran or not (the
+`cuda_ran` column beside it says so).
+
 A case whose row records no input (the worker died before answering, outside the fixed check and
 the `fixed` strategy), or whose problem has no fixed-check row with sizes to compare with, says
 nothing; a submission none of whose failing cases says anything is `unattributed`. `declined` never
@@ -27,11 +33,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rescore.model.builds import CudaRan
 from rescore.model.outcomes import FLAGGING, Outcome
 
 TIERS = ("benchmark_sizes", "other_sizes", "special_values", "non_contiguous", "shape_specialised")
 UNATTRIBUTED = "unattributed"
-ALL_TIERS = (*TIERS, UNATTRIBUTED)
+CUDA_NEVER_RAN = "cuda_never_ran"  # not flagged, but its own CUDA never ran (see the module's docstring)
+ALL_TIERS = (*TIERS, UNATTRIBUTED, CUDA_NEVER_RAN)
 
 WRONG: frozenset[str] = frozenset(
     {Outcome.MISMATCH.value, Outcome.NONFINITE.value, Outcome.BAD_OUTPUT.value, Outcome.MUTATED_INPUT.value}
@@ -99,6 +107,14 @@ def tier(cases: list[FailingCase]) -> str:
     if any(c.strided and by_input(c) for c in cases):
         return "non_contiguous"
     return "shape_specialised"
+
+
+def severity(flagged_tier: str | None, cuda_ran: str | None) -> str | None:
+    """A submission's tier: that of its failures when it is flagged, else `cuda_never_ran` when its
+    own CUDA never ran, else None."""
+    if flagged_tier is not None:
+        return flagged_tier
+    return CUDA_NEVER_RAN if cuda_ran == CudaRan.NO else None
 
 
 def submission_tier(rows: pd.DataFrame, own_sizes: dict | None) -> str | None:

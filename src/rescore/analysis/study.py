@@ -7,7 +7,8 @@ import math
 
 import pandas as pd
 
-from rescore.analysis.severity import benchmark_sizes, submission_tier
+from rescore.analysis.cuda_usage import submission_cuda
+from rescore.analysis.severity import benchmark_sizes, severity, submission_tier
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
 from rescore.model.outcomes import (
     FLAGGING,
@@ -238,10 +239,11 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         stopped = fuzz[(fuzz["outcome"] == Outcome.SKIPPED) & fuzz["reason"].map(stopped_early).astype(bool)]
         first = _first_failure(fuzz)
         cause, evidence = submission_cause(fuzz)
-        severity = None
+        tier = None
         if fuzz_says == FuzzVerdict.FLAGGED:
             judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
-            severity = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
+            tier = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
+        cuda_ran, cuda_build = submission_cuda(g)
         first_input = None
         if first:
             first_input = json.dumps(
@@ -273,7 +275,9 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "diagnosis": submission_diagnosis(fuzz),
                 "cause": cause,
                 "cause_evidence": evidence,
-                "severity": severity,
+                "severity": severity(tier, cuda_ran),
+                "cuda_ran": cuda_ran,  # CUDA submissions: yes | no | unknown (analysis/cuda_usage.py)
+                "cuda_build": cuda_build,
             }
         )
     return pd.DataFrame(rows)

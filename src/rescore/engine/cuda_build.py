@@ -12,8 +12,13 @@ the library (a cache copied to another machine, say), and on the H200 every CUDA
 about 75 s in its worker before its first case, the time of a cold build, with the prebuild's cache
 in place.
 
-Every build is recorded (`results/cuda_builds.parquet`): seconds, ok, and the compiler's error. On a
-machine without a GPU every CUDA submission is recorded `skipped`.
+Every build is recorded (`results/cuda_builds/<dump>.parquet`): its status, seconds, and the
+compiler's error. A `load_inline` call that fails is recorded with what failed (the compiler, or the
+import of a library that compiled) even when the submission catches it and falls back to PyTorch,
+as many do: its import then succeeds, and only this record says that its CUDA never built. Whether
+a case called what did build is the check stage's to say (`worker/usage.py`); the gathered table
+(`results/cuda_builds.parquet`, `analysis/cuda_usage.py`) joins the two. On a machine without a
+GPU every CUDA submission is recorded `skipped`.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.engine.gpus import shard_slot, worker_gpu
-from rescore.model.outcomes import ValueEnum
+from rescore.model.builds import BuildStatus
 from rescore.model.records import Submission, content_hash, read_manifests
 from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
 
@@ -45,6 +50,9 @@ COLUMNS = [
     "source_hash",
     "status",
     "ok",
+    "compiled",
+    "loaded",
+    "called",
     "cached",
     "seconds",
     "error",
@@ -62,7 +70,9 @@ def _cached(folder: Path, key: dict) -> dict | None:
         return None
     if record.get("key") != key:
         return None
-    if record.get("ok") and record.get("extensions") and (not any(folder.rglob("*.so")) or "calls" not in record):
+    if "failures" not in record:
+        return None  # recorded by an older rescore, which counted a build that failed and was caught as built
+    if record.get("ok") and record.get("loaded") and (not any(folder.rglob("*.so")) or "calls" not in record):
         return None  # the library is gone, or an older build recorded no calls for the workers to match
     if not record.get("ok") and record.get("transient"):
         return None
@@ -119,21 +129,22 @@ def build_one(
         error = None if ok else _error_text(proc.stderr or proc.stdout)
         if proc.returncode < 0:
             transient, error = True, f"the build process died (signal {-proc.returncode}): {error}"
-        try:
-            printed = json.loads(proc.stdout.strip().splitlines()[-1]) if ok else {}
-        except (ValueError, IndexError, AttributeError):
-            printed = {}
-        extensions, calls = printed.get("extensions", []), printed.get("calls", [])
-        construct_error = printed.get("construct_error")
+        printed = _printed(proc.stdout)
+        failures = printed.get("failures", [])
+        if failures:  # the call that failed, caught by the submission or not: its own error
+            error = failures[0][3]
     except subprocess.TimeoutExpired:
-        ok, extensions, calls, transient, construct_error = False, [], [], True, None
+        ok, transient, printed, failures = False, True, {}, []
         error = f"the build took longer than {timeout_s:.0f} s and was stopped"
     record = {
         "ok": ok,
         "error": error,
-        "extensions": extensions,
-        "calls": calls,
-        "construct_error": construct_error,  # ModelNew(*get_init_inputs()) raised: the check stage says how
+        "extensions": printed.get("extensions", []),
+        "loaded": printed.get("loaded", []),
+        "failures": failures,  # [name, fingerprint, status, error] of each load_inline / load call that raised
+        "calls": printed.get("calls", []),
+        # ModelNew(*get_init_inputs()) raised: the check stage says how
+        "construct_error": printed.get("construct_error"),
         "key": key,
         "transient": transient,
         "seconds": time.perf_counter() - start,
@@ -143,19 +154,36 @@ def build_one(
     return dict(record, status=_status(record), cached=False)
 
 
-class BuildStatus(ValueEnum):
-    """A CUDA submission's build (see `prebuild`); not a case outcome."""
-
-    BUILT = "built"
-    NO_BUILD = "no_build"
-    FAILED = "failed"
-    SKIPPED = "skipped"
+def _printed(stdout: str | None) -> dict:
+    """The build process's record (its last line of output; printed even when the import raised)."""
+    try:
+        doc = json.loads((stdout or "").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _status(record: dict) -> BuildStatus:
+    """compile_failed / load_failed (the first call that raised, caught or not), failed (the process
+    failed otherwise), loaded (compiled and imported; the check stage says whether it is called), or
+    no_build (imported, but it builds nothing at import or construction)."""
+    failures = [f for f in record.get("failures") or [] if len(f) == 4]
+    if failures:
+        return BuildStatus(failures[0][2])
     if not record.get("ok"):
         return BuildStatus.FAILED
-    return BuildStatus.BUILT if record.get("extensions") else BuildStatus.NO_BUILD
+    return BuildStatus.LOADED if record.get("loaded") else BuildStatus.NO_BUILD
+
+
+def stages(status: BuildStatus) -> tuple[bool | None, bool | None]:
+    """(compiled, loaded) as a build status tells them; None where it cannot."""
+    if status == BuildStatus.COMPILE_FAILED:
+        return False, False
+    if status == BuildStatus.LOAD_FAILED:
+        return True, False
+    if status == BuildStatus.LOADED:
+        return True, True
+    return None, None
 
 
 def prebuild(
@@ -169,9 +197,10 @@ def prebuild(
     """Build every CUDA submission's extensions (each distinct source once, `jobs` at a time; the
     i-th source's test load on GPU slot i % gpus).
 
-    One row per CUDA submission: status built | no_build (imported, but it builds nothing at import:
-    it will build in the check stage) | failed | skipped (no GPU); `cached` when an earlier run's
-    build (or failure) was reused and nothing was compiled."""
+    One row per CUDA submission: status loaded | compile_failed | load_failed | no_build (imported,
+    but it builds nothing at import: it will build in the check stage) | failed | skipped (no GPU),
+    with `compiled` and `loaded` as the status tells them; `cached` when an earlier run's build (or
+    failure) was reused and nothing was compiled."""
     cuda = [s for s in subs if s.language == "cuda" and not (s.extra or {}).get("ingest_error")]
     if device != "cuda":
         return _frame(
@@ -206,6 +235,7 @@ def prebuild(
 
 
 def _row(sub: Submission, result: dict) -> dict:
+    compiled, loaded = stages(result.get("status"))
     return {
         "submission_id": sub.submission_id,
         "name": sub.name,
@@ -213,6 +243,9 @@ def _row(sub: Submission, result: dict) -> dict:
         "source_hash": content_hash(sub.source),
         "status": result.get("status"),
         "ok": result.get("ok"),
+        "compiled": compiled,
+        "loaded": loaded,
+        "called": None,  # the check stage's to say (analysis/cuda_usage.py)
         "cached": bool(result.get("cached", False)),
         "seconds": float(result.get("seconds") or 0.0),
         "error": result.get("error"),
@@ -223,7 +256,8 @@ def _row(sub: Submission, result: dict) -> dict:
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=COLUMNS)
-    df["ok"] = df["ok"].astype("boolean")
+    for col in ("ok", "compiled", "loaded", "called"):
+        df[col] = df[col].astype("boolean")
     return df
 
 
@@ -243,10 +277,11 @@ def write_builds(
     subs = read_manifests(manifests)
     df = prebuild(subs, resolve_device(device), root, jobs, timeout_s, gpus)
     write_parquet(df, out, "cuda_builds" if "cuda_builds" in SCHEMAS else None)
-    failed = int((df["status"] == BuildStatus.FAILED).sum())
+    failed = int(df["status"].isin([BuildStatus.FAILED, BuildStatus.COMPILE_FAILED, BuildStatus.LOAD_FAILED]).sum())
     log.info("CUDA builds: %s", df["status"].value_counts().to_dict())
     if failed:
-        log.warning("%d CUDA submissions failed to build; see %s", failed, out)
+        log.warning("%d CUDA submissions failed to build or load (caught by the submission or not); see %s",
+                    failed, out)
     return df
 
 
@@ -259,6 +294,8 @@ def _import_for_build(path: str, problem: str | None = None) -> None:
     from torch.utils import cpp_extension
 
     built: list[str] = []
+    loaded: list[str] = []
+    failures: list[list] = []  # [name, fingerprint, status, error] of each call that raised, caught or not
     calls: list[list[str]] = []  # [name, fingerprint, module name] of each load_inline, for the workers
     for fn_name in ("load_inline", "load"):
         original = getattr(cpp_extension, fn_name)
@@ -266,8 +303,14 @@ def _import_for_build(path: str, problem: str | None = None) -> None:
         def recording(*args, _original=original, _fn_name=fn_name, **kwargs):
             name = str(kwargs.get("name", args[0] if args else "?"))
             built.append(name)
-            result = _original(*args, **kwargs)
             fingerprint = call_fingerprint(_original, args, kwargs) if _fn_name == "load_inline" else None
+            try:
+                result = _original(*args, **kwargs)
+            except Exception as exc:
+                status = BuildStatus.LOAD_FAILED if _library_in(name) else BuildStatus.COMPILE_FAILED
+                failures.append([name, fingerprint, status.value, _error_text(f"{type(exc).__name__}: {exc}")])
+                raise
+            loaded.append(name)
             if fingerprint is not None:
                 version = cpp_extension.JIT_EXTENSION_VERSIONER.get_version(name)
                 calls.append([name, fingerprint, name if not version else f"{name}_v{version}"])
@@ -278,11 +321,20 @@ def _import_for_build(path: str, problem: str | None = None) -> None:
     if spec is None or spec.loader is None:
         raise ImportError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     construct_error = None
-    if not built and problem is not None and isinstance(getattr(module, "ModelNew", None), type):
-        construct_error = _construct(module.ModelNew, problem)
-    print(json.dumps({"extensions": built, "calls": calls, "construct_error": construct_error}))
+    try:
+        spec.loader.exec_module(module)
+        if not built and problem is not None and isinstance(getattr(module, "ModelNew", None), type):
+            construct_error = _construct(module.ModelNew, problem)
+    finally:  # also when the import raised: the parent reads which call failed, and how
+        print(json.dumps({"extensions": built, "loaded": loaded, "failures": failures, "calls": calls,
+                          "construct_error": construct_error}), flush=True)
+
+
+def _library_in(name: str) -> bool:
+    """(In the build process.) Whether extension `name`'s build folder holds a compiled library."""
+    folder = os.environ.get("TORCH_EXTENSIONS_DIR")
+    return bool(folder) and any((Path(folder) / name).glob("*.so"))
 
 
 def _construct(model_new: type, problem: str) -> str | None:

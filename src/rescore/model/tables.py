@@ -87,6 +87,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("replay", _S),
             ("findings", _S),  # comma-separated: what the submission did besides answering (findings.py)
             ("gpu", _S),  # "<index>: <model>": the host's GPU that ran the case (engine/gpus.py); null on the CPU
+            ("output_nonfinite", _B),  # the candidate's output held a NaN or Inf (oracle/judge.py); null: not judged
+            ("cuda_ran", _S),  # CUDA submissions: yes | no | unknown, its own CUDA ran in this case (model/builds.py)
+            ("cuda_build", _S),  # CUDA submissions: the build status this case saw (built, compile_failed, ...)
         ]
     ),
 }

@@ -53,6 +53,7 @@ def judge(out, truths: list, lowps: list | None, cand_inputs: list, before: list
     verdicts = [judge_one(o, t, lp, tdtype, dtype, reduction_len, ts, overrides)
                 for o, t, lp, ts in zip(outs, truths, lowps or [None] * len(truths), terms or [None] * len(truths))]
     worst = next((v for v in verdicts if v["outcome"] != Outcome.PASS), verdicts[0])
+    worst["output_nonfinite"] = any(v["output_nonfinite"] for v in verdicts)
     ratios: dict[str, float] = {}
     for v in verdicts:
         for name, r in v.pop("ratios").items():
@@ -88,11 +89,14 @@ def judge_rerun(out, again, truths: list, lowps: list | None, tdtype: torch.dtyp
 def judge_one(o: torch.Tensor, t: torch.Tensor, lp: torch.Tensor | None, tdtype: torch.dtype, dtype: str,
               reduction_len: int, terms: torch.Tensor | None = None, overrides: dict | None = None) -> dict:
     """One output against its truth: an integer output exactly, a floating one within the default
-    policy's bound (`oracle.compare`), with the ratio to each policy's bound."""
+    policy's bound (`oracle.compare`), with the ratio to each policy's bound. `output_nonfinite`
+    records whether the output held a NaN or Inf at all, wherever the reference has one too: the
+    gpuemu papers' validator failed any such output, and their tables are rebuilt from it."""
     if not o.is_floating_point():
         wrong = int((o.cpu() != t.to(o.dtype).cpu()).sum())
         r = 0.0 if not wrong else float("inf")
         return {"outcome": Outcome.MISMATCH if wrong else Outcome.PASS, "n_elements": o.numel(), "n_mismatch": wrong,
+                "output_nonfinite": False,
                 "max_abs_err": r, "reason": f"{wrong} of {o.numel()} integer elements differ" if wrong else "",
                 "diagnosis": "scattered" if wrong else "",
                 "ratios": {n: r for n in [*FIXED_POLICIES, "reference-lowp", "calibrated-base"]}}
@@ -116,6 +120,7 @@ def judge_one(o: torch.Tensor, t: torch.Tensor, lp: torch.Tensor | None, tdtype:
         "bound": cmp.slack,
         "ref_lowp_err": lowp_err,
         "ref_max_abs": max_abs_finite(t),
+        "output_nonfinite": not bool(torch.isfinite(o).all()),
         "ratios": policy_ratios(o, t, dtype, slack, reduction_len, cmp.n_nonfinite > 0, (atol, rtol)),
     }
 

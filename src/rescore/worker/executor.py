@@ -24,6 +24,7 @@ from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
 from rescore.worker.placement import TruthPlacement
+from rescore.worker.usage import ExtensionUse, cuda_columns
 
 
 def versions(device: str) -> str:
@@ -68,6 +69,10 @@ class Executor:
     def candidate_file(self) -> str | None:
         return self.loaded.candidate_file
 
+    @property
+    def language(self) -> str | None:
+        return self.loaded.job.get("submission", {}).get("language")
+
     # -- loading ---------------------------------------------------------------------------------
     def load(self, job: dict) -> dict:
         """Load the job's problem and candidate; returns the schema it will fuzz (as plain data)."""
@@ -76,6 +81,7 @@ class Executor:
         loading.forget_previous()
         self.decoys.reset()
         self.explainer.reset()
+        ExtensionUse.reset()
         self.placement.for_problem(job["problem"].get("problem_id"))
         self.guard.forget_load_findings()
         self.guard.begin()
@@ -112,7 +118,9 @@ class Executor:
     def run_fixed(self, profile: str, dtype: str = "float32") -> dict:
         """The benchmark's own fixed-shape check under `profile` (`fixed.py`)."""
         self.guard.begin()
-        return self.guard.with_findings(fixed.run_fixed(self, profile, dtype))
+        calls = ExtensionUse.calls
+        row = fixed.run_fixed(self, profile, dtype)
+        return self.guard.with_findings(cuda_columns(row, self.language, calls))
 
     # -- timing ----------------------------------------------------------------------------------
     def run_timing(self, dtype: str, warmup: int, repeats: int, budget_s: float, host_clock: bool = False,
@@ -129,4 +137,6 @@ class Executor:
     def run_case(self, strategy: str, seed: int, dtype: str, override: dict | None = None, repeat: int = 1) -> dict:
         """Run one fuzz case; returns a row of the `cases` table (without the submission's columns)."""
         self.guard.begin()
-        return self.guard.with_findings(case.run_case(self, strategy, seed, dtype, override, repeat))
+        calls = ExtensionUse.calls
+        row = case.run_case(self, strategy, seed, dtype, override, repeat)
+        return self.guard.with_findings(cuda_columns(row, self.language, calls))

@@ -9,6 +9,12 @@ every later instance, and every later worker, imports it instead of building it 
 through torch's own build instead runs ninja, which rebuilds whenever a file looks newer than the
 library (a cache copied to another machine, say).
 
+Every library `load_inline` (or `load`) returns goes back to the candidate with its functions
+counting their calls, and every call that raises is recorded with what failed, the compiler or the
+import (`usage.ExtensionUse`): a submission that catches a failed build and computes with PyTorch
+is reported as never having run its CUDA. A call whose build the prebuild saw fail raises the
+same error again without compiling it a second time.
+
 The state (`PrebuiltState`) changes inside candidate calls (`load_inline` runs at the candidate's
 import), so it lives in a `volatile` class: the harness snapshot (`integrity.py`) leaves it out
 instead of resetting it after every call and recording a patch.
@@ -21,7 +27,9 @@ import json
 import os
 from pathlib import Path
 
+from rescore.model.builds import BuildStatus
 from rescore.runtime.extensions import CALLS, MARKER, build_key, call_fingerprint, extensions_dir
+from rescore.worker.usage import ExtensionUse, counted
 
 
 class PrebuiltState:
@@ -50,6 +58,8 @@ def activate(source: str, root: str | os.PathLike | None = None) -> Path:
             versioner.entries.clear()
         if not getattr(cpp_extension.load_inline, "_rescore_prebuilt", False):
             cpp_extension.load_inline = _load_inline_prebuilt(cpp_extension.load_inline)
+        if not getattr(cpp_extension.load, "_rescore_prebuilt", False):
+            cpp_extension.load = _load_counted(cpp_extension.load)
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
     return folder
@@ -61,19 +71,79 @@ def _load_inline_prebuilt(original):
     fingerprint, library present); anything else builds as usual, and is remembered."""
 
     def load_inline(*args, **kwargs):
+        failed = _failed_build(original, args, kwargs)
+        if failed is not None:
+            ExtensionUse.failed.append((BuildStatus.COMPILE_FAILED.value, failed))
+            raise RuntimeError(failed)
         library = _prebuilt_library(original, args, kwargs)
         if library is not None:
             from torch.utils import cpp_extension
 
             path, module_name, is_python_module = library
-            return cpp_extension._import_module_from_library(module_name, str(path), is_python_module)
-        result = original(*args, **kwargs)
+            try:
+                return counted(cpp_extension._import_module_from_library(module_name, str(path), is_python_module))
+            except Exception as exc:
+                ExtensionUse.failed.append((BuildStatus.LOAD_FAILED.value, f"{type(exc).__name__}: {exc}"))
+                raise
+        result = _recorded(original, args, kwargs)
         _remember(original, args, kwargs)
-        return result
+        return counted(result)
 
     load_inline._rescore_prebuilt = True
     load_inline.__wrapped__ = original
     return load_inline
+
+
+def _load_counted(original):
+    """`cpp_extension.load` (sources in files), built as torch builds it, its library counted."""
+
+    def load(*args, **kwargs):
+        return counted(_recorded(original, args, kwargs))
+
+    load._rescore_prebuilt = True
+    load.__wrapped__ = original
+    return load
+
+
+def _recorded(original, args: tuple, kwargs: dict):
+    """Call torch's `load_inline` / `load`; a failure is recorded as the compiler's or the import's
+    (its library was built: the import failed), then raised to the candidate as torch raised it."""
+    try:
+        return original(*args, **kwargs)
+    except Exception as exc:
+        ExtensionUse.failed.append((_failed_stage(original, args, kwargs).value, f"{type(exc).__name__}: {exc}"))
+        raise
+
+
+def _failed_stage(original, args: tuple, kwargs: dict) -> BuildStatus:
+    """compile_failed, or load_failed when the call's build folder holds a library (it compiled)."""
+    try:
+        bound = inspect.signature(original).bind(*args, **kwargs)
+    except TypeError:
+        return BuildStatus.COMPILE_FAILED
+    name = str(bound.arguments.get("name"))
+    where = bound.arguments.get("build_directory") or (
+        Path(os.environ["TORCH_EXTENSIONS_DIR"]) / name if os.environ.get("TORCH_EXTENSIONS_DIR") else None)
+    return BuildStatus.LOAD_FAILED if where and any(Path(where).glob("*.so")) else BuildStatus.COMPILE_FAILED
+
+
+def _failed_build(original, args: tuple, kwargs: dict) -> str | None:
+    """The error of this call's build when the prebuild saw it fail to compile (same folder, same
+    build key, same fingerprint), as torch words it; None otherwise."""
+    active = PrebuiltState.active
+    if active is None:
+        return None
+    try:
+        record = json.loads((active / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("key") != build_key():
+        return None
+    fingerprint = call_fingerprint(original, args, kwargs)
+    for name, printed, stage, error in [f for f in record.get("failures") or [] if len(f) == 4]:
+        if fingerprint is not None and printed == fingerprint and stage == BuildStatus.COMPILE_FAILED:
+            return f"Error building extension '{name}' (rescore's prebuild; not compiled again): {error}"
+    return None
 
 
 def _built_calls(folder: Path) -> list[tuple[str, str, str]]:

@@ -1,6 +1,7 @@
-"""What a candidate used to produce its answer: its own PyTorch ops, its Triton launches, and the
-problem's reference. A submission that claims a kernel but computes with PyTorch is not wrong (its
-answer may well be right); it is reported as its own finding, never as a correctness bug.
+"""What a candidate used to produce its answer: its own PyTorch ops, its Triton launches, the
+functions of the CUDA libraries it built, and the problem's reference. A submission that claims a
+kernel but computes with PyTorch is not wrong (its answer may well be right); it is reported as its
+own finding, never as a correctness bug.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from rescore.model.builds import BuildStatus, cuda_ran
+from rescore.model.outcomes import Outcome
 
 # aten ops that allocate, copy, cast or re-view memory: they compute nothing of the answer.
 MOVEMENT = frozenset(
@@ -69,6 +73,71 @@ class Launches:
 
             klass.run = run
         cls.installed = True
+
+
+class ExtensionUse:
+    """The CUDA libraries of the loaded submission (`load_inline` / `load`, through `prebuilt.py`):
+    how many loaded, how many of them expose what no wrapper can count, each call that raised (its
+    status and error), and the calls of their functions. Reset at every load."""
+
+    volatile = True  # changes inside candidate calls: not part of the harness's snapshot
+    loaded = 0
+    opaque = 0  # libraries of torch ops (is_python_module=False) or of pybind classes: their calls are not counted
+    failed: list[tuple[str, str]] = []  # (BuildStatus, error) of each call that raised
+    calls = 0
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.loaded, cls.opaque, cls.failed, cls.calls = 0, 0, [], 0
+
+
+def _counting(fn):
+    def call(*args, **kwargs):
+        ExtensionUse.calls += 1
+        return fn(*args, **kwargs)
+
+    call._rescore_counted = True
+    call.__name__, call.__doc__, call.__wrapped__ = getattr(fn, "__name__", "function"), fn.__doc__, fn
+    return call
+
+
+def counted(library: Any) -> Any:
+    """What `load_inline` / `load` returned, each of its functions counting its calls in
+    `ExtensionUse.calls` (the candidate gets these wrappers, so every call it makes is seen)."""
+    if not isinstance(library, types.ModuleType):  # is_python_module=False: its functions are torch ops
+        ExtensionUse.opaque += 1
+        return library
+    ExtensionUse.loaded += 1
+    for name, value in list(vars(library).items()):
+        if name.startswith("_") or getattr(value, "_rescore_counted", False):
+            continue
+        if isinstance(value, type):
+            ExtensionUse.opaque += 1  # a pybind class: its methods run uncounted
+        elif callable(value):
+            setattr(library, name, _counting(value))
+    return library
+
+
+def cuda_columns(row: dict, language: str, calls_before: int) -> dict:
+    """The case row with `cuda_ran` and `cuda_build` (model/builds.py) for a CUDA submission whose
+    candidate this case reached: whether a function of its libraries ran during the case (built
+    and instantiated anew per case), else what stopped it (a build that failed, or a library
+    nothing called); a compile_error at load is its build's failure. Other rows are left as they are."""
+    if language != "cuda" or row.get("outcome") == Outcome.SKIPPED:
+        return row
+    if ExtensionUse.calls > calls_before:
+        status = BuildStatus.BUILT
+    elif ExtensionUse.failed:
+        status = BuildStatus(ExtensionUse.failed[0][0])
+    elif ExtensionUse.opaque:
+        status = BuildStatus.LOADED
+    elif ExtensionUse.loaded:
+        status = BuildStatus.NOT_CALLED
+    elif row.get("outcome") == Outcome.COMPILE_ERROR:
+        status = BuildStatus.COMPILE_FAILED
+    else:
+        status = BuildStatus.NO_BUILD
+    return dict(row, cuda_build=status.value, cuda_ran=cuda_ran(status).value)
 
 
 def compute_ops(ops: set[str]) -> set[str]:

@@ -3,9 +3,11 @@ recall of each shape-dependent buggy kernel per strategy.
 
 The published design is reproduced on purpose: its seven strategies (two renamed, see
 config/published/strategies.csv), each judged on its first `iterations` cases per dtype, counted
-at case level as the paper counts them. rescore's oracle is NaN-aware; the paper's validator
-flagged any output holding a NaN. That validator's verdict is shown as extra rows when the cases
-table records NaNs in the output (column `out_nan`); it does not yet.
+at case level as the paper counts them. rescore's oracle is NaN-aware (a NaN or Inf where the
+reference has the same passes); the paper's validator failed any output holding a NaN or Inf. Both
+are given: the NaN-unaware rows (the paper's rule) flag every case that rescore flags or whose
+output held one (the cases column `output_nonfinite`, recorded where the output is judged). A cases
+table made before that column existed cannot give them, and those rows say so.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from rescore.analysis.papers.published import any_differs, differs, parse
 from rescore.analysis.strategies_study import strategies_table, study_cases
 
 SHAPE_STRATEGIES = ("default", "boundary", "regular", "adversarial")
-NAN_COLUMN = "out_nan"  # proposed cases column: number of NaN elements in the candidate's output
+NAN_COLUMN = "output_nonfinite"  # cases column: the candidate's output held a NaN or Inf (oracle/judge.py)
+NAN_AWARE = "nan-aware (rescore)"
+NAN_UNAWARE = "nan-unaware (published)"
+CANNOT = "cannot be given: "
 _COLS = {"case_recall": "bug_recall", "case_fp": "control_fp"}
 
 
@@ -36,19 +41,42 @@ def _stats(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def nan_unaware_gap(df: pd.DataFrame) -> str | None:
+    """Why the NaN-unaware verdict cannot be given on these study cases (None when it can): the cases
+    table lacks `output_nonfinite`, or passing cases carry no value for it (a run made before rescore
+    recorded it). Only passing cases matter: a flagged case fails under both rules."""
+    if NAN_COLUMN not in df:
+        return (f"{CANNOT}the cases table has no `{NAN_COLUMN}` column (made by a rescore that did not "
+                "record whether an output held a NaN or Inf); run the check stage again to get these rows")
+    unknown = int((~df["flagged"] & df[NAN_COLUMN].isna()).sum())
+    if unknown:
+        return (f"{CANNOT}{unknown} of {int((~df['flagged']).sum())} passing cases do not record "
+                f"`{NAN_COLUMN}` (made by an older rescore); run the check stage again to get these rows")
+    return None
+
+
+def nan_unaware(df: pd.DataFrame) -> pd.DataFrame:
+    """The study cases as the paper's validator judges them: also flagged when the output held a NaN
+    or Inf, wherever the reference has the same value."""
+    return df.assign(flagged=df["flagged"] | df[NAN_COLUMN].astype("boolean").fillna(False).astype(bool))
+
+
 def headline_table(
     cases: pd.DataFrame, submissions: pd.DataFrame, iterations: int, names: dict[str, str], published: pd.DataFrame
 ) -> pd.DataFrame:
-    """One row per strategy (the paper's seven first, under their published names), NaN-aware, plus
-    NaN-unaware rows when the cases table can tell."""
+    """One row per strategy (the paper's seven first, under their published names), NaN-aware, and
+    beside each of the paper's strategies its NaN-unaware row (the paper's rule), or a row that says
+    why this cases table cannot give it."""
     df = study_cases(cases, usable(submissions), iterations)
     pub = {names.get(p["strategy"], p["strategy"]): p for p in published.to_dict("records")}
-    frames = [_stats(strategies_table(df)).assign(validator="nan-aware (rescore)")] if len(df) else []
-    if len(df) and NAN_COLUMN in df:
-        unaware = df.assign(flagged=df["flagged"] | (df[NAN_COLUMN].fillna(0) > 0))
-        unaware = unaware[unaware["strategy"].isin(pub)]
-        if len(unaware):
-            frames.append(_stats(strategies_table(unaware)).assign(validator="nan-unaware (published)"))
+    frames = [_stats(strategies_table(df)).assign(validator=NAN_AWARE)] if len(df) else []
+    gap = nan_unaware_gap(df) if len(df) else None
+    paper_cases = df[df["strategy"].isin(pub)]
+    if len(paper_cases) and gap is None:
+        frames.append(_stats(strategies_table(nan_unaware(paper_cases))).assign(validator=NAN_UNAWARE))
+    elif len(paper_cases):
+        frames.append(pd.DataFrame({"strategy": sorted(set(paper_cases["strategy"])), "validator": NAN_UNAWARE,
+                                    "note": gap}))
     stats = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["strategy", "validator"])
     paper_of = {v: k for k, v in names.items()}
     rows = []
@@ -62,7 +90,7 @@ def headline_table(
             "in_paper": p is not None,
         }
         flag, which = (
-            any_differs({c: differs(r[c], parse(row[f"{c}_published"])) for c in ("bug_recall", "control_fp")})
+            any_differs({c: differs(r.get(c), parse(row[f"{c}_published"])) for c in ("bug_recall", "control_fp")})
             if p
             else (None, "")
         )
@@ -74,7 +102,7 @@ def headline_table(
                 {
                     "strategy": strategy,
                     "paper_strategy": p["strategy"],
-                    "validator": "nan-aware (rescore)",
+                    "validator": NAN_AWARE,
                     "bug_recall_published": p["bug_recall"],
                     "control_fp_published": p["control_fp"],
                     "in_paper": True,
@@ -88,7 +116,7 @@ def headline_table(
         out["note"] = None
     out["differs"] = out["differs"].astype("boolean")
     order = {s: i for i, s in enumerate(pub)}
-    out["_o"] = out["strategy"].map(order).fillna(len(order)) + out["validator"].str.startswith("nan-unaware") * 0.5
+    out["_o"] = out["strategy"].map(order).fillna(len(order)) + out["validator"].eq(NAN_UNAWARE) * 0.5
     return out.sort_values(["_o", "strategy"]).drop(columns="_o").reset_index(drop=True)
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from rescore.analysis.papers import p1, p2, p3, p4, published, render
 from rescore.model.records import LABELS
-from rescore.model.tables import read_parquet, write_parquet, write_text
+from rescore.model.tables import SCHEMAS, read_parquet, write_parquet, write_text
 
 ABOUT_MATCH = (
     "Paper rows are matched to rescore kernels by name where the dump has a kernel of the paper's name (the "
@@ -19,10 +19,19 @@ ABOUT_MATCH = (
     "`in_paper` False marks rows the paper lacks; `differs` is True where a reproduced value "
     "lies outside the printed value's last digit (or a verdict differs)."
 )
+ABOUT_BENCH = (
+    "`bench` is the verdict the dump records for each kernel (gpuemu: meta.json `benchmark_verdict`; CUDA-L1: "
+    "published correct; KernelBench: its eval results), read as the papers' drivers read it: no check is run for "
+    "it, and it is empty where the dump records none. `fixed_reproduced` is rescore's own re-run of the "
+    "benchmark's fixed-shape check (profile {profile}), which the papers never ran; it is not compared. "
+    "`illusion` is the paper's rule (bench pass, seeded fail); `illusion_reproduced` is rescore's "
+    "(fixed_reproduced pass, seeded fail)."
+)
 # The columns each Markdown table shows (the Parquet table has them all).
 SHOWN = {
-    "p1_verdicts": "kernel name source source_published bench bench_published seeded seeded_published "
-    "fail_over_total fail_over_total_published illusion illusion_published in_paper match differs",
+    "p1_verdicts": "kernel name source source_published bench bench_published fixed_reproduced seeded "
+    "seeded_published fail_over_total fail_over_total_published illusion illusion_published illusion_reproduced "
+    "in_paper match differs",
     "p1_headline": "metric scope reproduced lo hi published setup_published in_paper differs note",
     "p2_headline": "metric policy reproduced kernels_k kernels_n published in_paper differs note",
     "p2_tightening": "op dtype method paper_op current_atol current_atol_published calibrated_atol "
@@ -87,20 +96,30 @@ def _finish(table: str, df: pd.DataFrame, out: dict, cases: pd.DataFrame, subs: 
     write_text(md, out["table_md"])
 
 
+def read_cases(path: str) -> pd.DataFrame:
+    """The cases table; one made before rescore recorded `output_nonfinite` is read too, so that P3
+    can say which rows it cannot give instead of refusing the whole run."""
+    df = read_parquet(path)
+    missing = set(SCHEMAS["cases"].names) - set(df.columns) - {p3.NAN_COLUMN}
+    if missing:
+        raise ValueError(f"{path}: table 'cases' lacks columns {sorted(missing)}; rebuild it")
+    return df
+
+
 def _load(inputs: dict[str, str], opts: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return dump_tables(read_parquet(inputs["cases"], "cases"), read_parquet(inputs["submissions"], "submissions"),
-                       opts["dump"])
+    return dump_tables(read_cases(inputs["cases"]), read_parquet(inputs["submissions"], "submissions"), opts["dump"])
 
 
 def build_p1_verdicts(inputs: dict, out: dict, opts: dict) -> None:
     cases, subs = _load(inputs, opts)
     pub = published.read_csv("p1_verdicts.csv", opts["published"])
     df = p1.verdicts_table(cases, subs, published.mapping(opts["published"]), pub)
-    what = f"every case the config ran per kernel (fixed check: profile {opts.get('fixed_profile', '?')})"
+    profile = opts.get("fixed_profile", "?")
+    what = f"every case the config ran per kernel (fixed check: profile {profile})"
     _finish("p1_verdicts", df, out, cases, subs, opts, what, [
-        ABOUT_MATCH,
-        "`seeded` fail = flagged by rescore's NaN-aware fuzz oracle; failed/total is shown but not compared "
-        "(the two runs draw different numbers of cases)."])
+        ABOUT_MATCH, ABOUT_BENCH.format(profile=profile),
+        "`seeded` fail = flagged by rescore's NaN-aware fuzz oracle (its headline verdict); failed/total is shown "
+        "but not compared (the two runs draw different numbers of cases)."])
 
 
 def build_p1_headline(inputs: dict, out: dict, opts: dict) -> None:
@@ -108,7 +127,10 @@ def build_p1_headline(inputs: dict, out: dict, opts: dict) -> None:
     df = p1.headline_table(read_parquet(inputs["verdicts"]), published.read_csv("p1_headline.csv", opts["published"]))
     _finish("p1_headline", df, out, cases, subs, opts, "every case the config ran per kernel", [
         "`dump` counts every labelled kernel the seeded oracle ran; `paper kernels` only those matched to the "
-        "paper's rows. lo/hi: 95% Wilson interval."])
+        "paper's rows. lo/hi: 95% Wilson interval.",
+        "`buggy_passing_bench` and `illusions` read `bench`, the verdict the dump records (as the paper did); "
+        "`buggy_passing_fixed_reproduced` and `illusions_fixed_reproduced` read rescore's own re-run of the "
+        "fixed-shape check instead (rows the paper lacks)."])
 
 
 def _p2(inputs: dict, opts: dict) -> tuple:
@@ -157,14 +179,16 @@ def build_p3_headline(inputs: dict, out: dict, opts: dict) -> None:
                            published.read_csv("p3_headline.csv", opts["published"]))
     rows = df.to_dict("records")
     shown = df.assign(bug=[_frac(r, "bug_recall") for r in rows], ctl=[_frac(r, "control_fp") for r in rows])
-    nan = ("present: the `nan-unaware` rows use it" if p3.NAN_COLUMN in cases
-           else "which the cases table lacks: no nan-unaware rows")
+    gap = [g for g in df.loc[df["validator"] == p3.NAN_UNAWARE, "note"].dropna() if g.startswith(p3.CANNOT)]
+    nan = (f"this run cannot give the `{p3.NAN_UNAWARE}` rows ({gap[0].removeprefix(p3.CANNOT)})" if gap
+           else f"the `{p3.NAN_UNAWARE}` rows apply it")
     _finish("p3_headline", df, out, cases, subs, opts, f"first {n} cases per strategy and dtype", [
         f"The published design is reproduced on purpose: its seven strategies at {n} iterations, "
         "single_dtype_f32/f16 run as rescore's single_dtype_fp32/fp16 (config/published/strategies.csv); "
         "counts are per case, as published.",
-        "rescore's oracle is NaN-aware (a NaN where the reference has one passes); the paper's validator flagged "
-        f"any NaN in the output. Its verdict needs the cases column `{p3.NAN_COLUMN}`, {nan}."], shown)
+        f"`{p3.NAN_AWARE}`: rescore's oracle, where a NaN or Inf the reference has too passes. The paper's validator "
+        f"failed any NaN or Inf in the output (the cases column `{p3.NAN_COLUMN}`); {nan}. The published values are "
+        "those of that rule: `differs` on a NaN-aware row compares two rules."], shown)
 
 
 def build_p3_shape(inputs: dict, out: dict, opts: dict) -> None:

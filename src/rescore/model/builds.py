@@ -1,0 +1,51 @@
+"""A CUDA C submission's build, and whether its own CUDA ran: the words every layer shares.
+
+A `load_inline` submission that catches its build's failure and computes with PyTorch instead
+answers correctly, so no outcome shows it; its claim of a CUDA kernel (and of that kernel's speed)
+is still false. The prebuild (`engine/cuda_build.py`) says whether each extension compiled and
+loaded; the check worker (`worker/usage.py`) counts the calls of the functions of every library
+`load_inline` returned, and records per case whether any ran (`cuda_ran`) and what stopped them
+(`cuda_build`); the gathered builds table (`analysis/cuda_usage.py`) joins the two.
+"""
+
+from __future__ import annotations
+
+from rescore.model.outcomes import ValueEnum
+
+
+class BuildStatus(ValueEnum):
+    """A CUDA submission's build (not a case outcome)."""
+
+    BUILT = "built"  # compiled, loaded, and a case called its functions
+    LOADED = "loaded"  # compiled and loaded by the prebuild; whether a case calls it is the check stage's to say
+    NOT_CALLED = "not_called"  # compiled and loaded, but no case called any of its functions
+    COMPILE_FAILED = "compile_failed"  # a load_inline / load call failed to compile (the compiler's error kept)
+    LOAD_FAILED = "load_failed"  # compiled, but importing the library failed
+    NO_BUILD = "no_build"  # no load_inline / load call seen: its CUDA (if any) runs some other way
+    FAILED = "failed"  # the build process failed otherwise (timed out, died, the import raised)
+    SKIPPED = "skipped"  # no GPU: CUDA submissions are built and run on a CUDA device
+
+
+class CudaRan(ValueEnum):
+    """Whether a CUDA submission's own CUDA ran (cases and illusion `cuda_ran`)."""
+
+    YES = "yes"  # a function of a library load_inline / load returned was called
+    NO = "no"  # its builds failed, or what they built was never called: the answer is PyTorch's
+    UNKNOWN = "unknown"  # nothing the harness can count (no load_inline call, or a library of torch ops)
+
+
+NEVER_RAN: dict[BuildStatus, str] = {
+    BuildStatus.COMPILE_FAILED: "build failed",
+    BuildStatus.LOAD_FAILED: "load failed",
+    BuildStatus.NOT_CALLED: "never called",
+}
+"""Why a CUDA submission's CUDA never ran, by the status that says so."""
+
+
+def cuda_ran(status: str | None) -> CudaRan | None:
+    """Whether a case (or a submission) with this build status ran its CUDA; None for no status."""
+    if status is None:
+        return None
+    if status == BuildStatus.BUILT:
+        return CudaRan.YES
+    return CudaRan.NO if status in NEVER_RAN else CudaRan.UNKNOWN
