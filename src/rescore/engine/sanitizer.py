@@ -174,15 +174,16 @@ def _sanitizer_output(run_dir: Path) -> str:
 
 
 def _ending(tool: str, report: Path, wrapper: subprocess.Popen | None, cfg: dict, run_dir: Path) -> str:
-    """Why a run without findings has no summary, in words: no log at all, a log cut short because
-    the sanitizer was killed after `exit_wait_s`, or a program it never saw use CUDA."""
+    """Why a run without findings has no summary, in words: no log at all (its own output says why),
+    or a log cut short, because the sanitizer was killed after `exit_wait_s` or ended early."""
     if not report.exists():
         return f"{tool} wrote no log at {report}; its output: {_sanitizer_output(run_dir) or '(none)'}"
     code = wrapper.returncode if wrapper is not None else None
     if code == -signal.SIGKILL:
         return (f"{tool}'s log {report} has no summary: compute-sanitizer had not ended {cfg['exit_wait_s']:g} s "
                 "after the worker was stopped and was killed (sanitizer.exit_wait_s)")
-    return f"{tool}'s log {report} has no summary: the run did not finish (compute-sanitizer exit code {code})"
+    ended = f" (compute-sanitizer exit code {code})" if code is not None else ""
+    return f"{tool}'s log {report} has no summary: the run did not finish{ended}"
 
 
 def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Path, device: str = "cuda",
