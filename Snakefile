@@ -17,4 +17,5 @@ rule all:
     input:
         ALL_OUTPUTS,
         PAPER_OUTPUTS,
+        SANITIZER_OUTPUTS,  # last: built from the others, read by none (workflow/rules/sanitize.smk)
     default_target: True

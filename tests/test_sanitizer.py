@@ -1,71 +1,100 @@
-"""The sanitizer stage (engine/sanitizer.py): compute-sanitizer's reports parsed into diagnoses that
-keep its own lines, the cases it reruns, the worker run under a stand-in `compute-sanitizer` on the
-CPU, and the loud `not_run` record where there is no GPU."""
+"""The sanitizer stage (engine/sanitizer.py, engine/sanitizer_log.py): compute-sanitizer's logs
+parsed into diagnoses that keep its own lines, the cases it reruns, the worker run under a stand-in
+`compute-sanitizer` on the CPU (tests/fixtures/sanitizer/standin/: it reports what the worker's
+kernels did, in the real tool's format), runs that do not finish, the stage's budget, and the loud
+`not_run` record where there is no GPU."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
+import yaml
 from conftest import REPO, toy_submission
 
 from rescore.engine import sanitizer
-from rescore.engine.sanitizer import parse_report, select_cases
-from rescore.model.outcomes import ALL_OUTCOMES
+from rescore.engine.sanitizer import select_cases
+from rescore.engine.sanitizer_log import parse_report
+from rescore.model.outcomes import Outcome
 from rescore.model.tables import write_parquet
 
 LOGS = REPO / "tests" / "fixtures" / "sanitizer"
+STANDIN = LOGS / "standin" / "compute_sanitizer.py"
 
 
 def test_memcheck_reads_past_the_end_are_out_of_bounds_with_the_sanitizers_own_lines():
-    found, summary = parse_report((LOGS / "memcheck.log").read_text(), "memcheck")
-    assert summary == "ERROR SUMMARY: 3 errors"
-    assert [(d.diagnosis, d.kernel, d.errors) for d in found] == [
+    got = parse_report((LOGS / "memcheck.log").read_text(), "memcheck")
+    assert got.summary == "ERROR SUMMARY: 3 errors" and got.notes == []
+    assert [(d.diagnosis, d.kernel, d.errors) for d in got.diagnoses] == [
         ("out_of_bounds", "scale_relu_unmasked(const float *, float *)", 3)]
-    first = found[0].report.splitlines()
+    first = got.diagnoses[0].report.splitlines()
     assert first[0] == "Invalid __global__ write of size 4 bytes"
     assert "by thread (64,0,0) in block (8,0,0)" in first
     assert any("1 bytes after the nearest allocation" in line for line in first)
     assert not any("Host Frame" in line for line in first)  # the backtrace is left out
-    assert not found[0].library_kernel
+    assert not got.diagnoses[0].library_kernel
 
 
 def test_racecheck_hazards_are_a_race_in_the_kernel_named_in_either_format():
-    found, summary = parse_report((LOGS / "racecheck.log").read_text(), "racecheck")
-    assert summary.startswith("RACECHECK SUMMARY: 2 hazards displayed")
-    assert {d.diagnosis for d in found} == {"race"}
-    assert {d.kernel for d in found} == {"row_sum_racy(const float *, float *, int)"}
-    assert found[0].errors == 3968 + 128 + 4  # the hazards each report counts
-    assert found[0].report.startswith("Error: Race reported between Write access at row_sum_racy")
+    got = parse_report((LOGS / "racecheck.log").read_text(), "racecheck")
+    assert got.summary.startswith("RACECHECK SUMMARY: 2 hazards displayed")
+    assert {d.diagnosis for d in got.diagnoses} == {"race"}
+    assert {d.kernel for d in got.diagnoses} == {"row_sum_racy(const float *, float *, int)"}
+    assert got.diagnoses[0].errors == 3968 + 128 + 4  # the hazards each report counts
+    assert got.diagnoses[0].report.startswith("Error: Race reported between Write access at row_sum_racy")
 
 
 def test_initcheck_and_synccheck():
-    found, summary = parse_report((LOGS / "initcheck.log").read_text(), "initcheck")
-    assert summary == "ERROR SUMMARY: 1 error"
-    assert [(d.diagnosis, d.kernel) for d in found] == [
+    got = parse_report((LOGS / "initcheck.log").read_text(), "initcheck")
+    assert got.summary == "ERROR SUMMARY: 1 error"
+    assert [(d.diagnosis, d.kernel) for d in got.diagnoses] == [
         ("uninitialized_read", "_gather_rows(float *, const float *, int)")]
-    found, _ = parse_report((LOGS / "synccheck.log").read_text(), "synccheck")
-    assert [(d.diagnosis, d.kernel, d.errors) for d in found] == [("sync_error", "_softmax_kernel", 2)]
-    assert "Device Frame" not in found[0].report
+    got = parse_report((LOGS / "synccheck.log").read_text(), "synccheck")
+    assert [(d.diagnosis, d.kernel, d.errors) for d in got.diagnoses] == [("sync_error", "_softmax_kernel", 2)]
+    assert "Device Frame" not in got.diagnoses[0].report
 
 
 def test_a_clean_run_a_cut_off_run_and_the_harness_own_kernels():
-    assert parse_report("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", "memcheck") == (
-        [], "ERROR SUMMARY: 0 errors")
+    clean = parse_report("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", "memcheck")
+    assert (clean.diagnoses, clean.summary) == ([], "ERROR SUMMARY: 0 errors")
     cut = "\n".join((LOGS / "memcheck.log").read_text().splitlines()[:6])  # killed mid-report: no summary
-    found, summary = parse_report(cut, "memcheck")
-    assert summary is None and found[0].diagnosis == "out_of_bounds"
+    got = parse_report(cut, "memcheck")
+    assert got.summary is None and got.diagnoses[0].diagnosis == "out_of_bounds"
     torch_kernel = ("========= Invalid __global__ read of size 16 bytes\n"
                     "=========     at void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
                     "(int, T2, T3)+0x1c0\n=========     by thread (0,0,0) in block (0,0,0)\n"
                     "=========     Address 0x7f00 is out of bounds\n========= ERROR SUMMARY: 1 error\n")
-    found, _ = parse_report(torch_kernel, "memcheck")
-    assert found[0].library_kernel
+    assert parse_report(torch_kernel, "memcheck").diagnoses[0].library_kernel
+
+
+def test_what_the_sanitizer_says_of_the_program_is_never_a_finding_about_a_kernel():
+    """A program killed by a signal, one that exited non-zero, one that never used CUDA: the
+    sanitizer's notes, not device faults."""
+    killed = ("========= COMPUTE-SANITIZER\n========= Error: process didn't terminate successfully\n"
+              "========= Target application returned an error\n========= ERROR SUMMARY: 0 errors\n")
+    got = parse_report(killed, "memcheck")
+    assert got.diagnoses == [] and got.summary == "ERROR SUMMARY: 0 errors" and got.program_killed
+    assert got.notes == ["Error: process didn't terminate successfully", "Target application returned an error"]
+    never = ("========= COMPUTE-SANITIZER\n========= Error: Target application terminated before first "
+             "instrumented API call\n========= ERROR SUMMARY: 0 errors\n")
+    got = parse_report(never, "memcheck")
+    assert got.diagnoses == [] and not got.program_killed and "before first instrumented" in got.notes[0]
+
+
+def test_the_command_names_the_log_by_its_absolute_path_with_its_percent_doubled(tmp_path, monkeypatch):
+    """The sanitizer starts in the worker's scratch folder: a relative log path would be opened there."""
+    monkeypatch.chdir(tmp_path)
+    cfg = sanitizer.settings({"device": "cuda"})
+    cmd = sanitizer.sanitizer_command(cfg, "memcheck", Path("logs/100%/a.log"))
+    assert cmd[cmd.index("--log-file") + 1] == f"{tmp_path}/logs/100%%/a.log"
+    assert cmd[cmd.index("--target-processes") + 1] == "application-only"
+    assert cmd[cmd.index("--destroy-on-device-error") + 1] == "kernel"
 
 
 def _cases(rows: list[dict]) -> pd.DataFrame:
@@ -91,104 +120,163 @@ def test_the_first_failing_case_of_each_cuda_or_triton_submission_is_chosen():
     assert list(select_cases(cases, subs, passing=True)["why"]) == ["nondeterministic", "flagged", "representative"]
 
 
-FAKE = '''#!{python}
-"""A stand-in compute-sanitizer: runs the command after its options, then writes a report in the
-real format to --log-file, naming the environment it ran the worker in."""
-import os
-import subprocess
-import sys
-
-args = sys.argv[1:]
-if args == ["--version"]:
-    print("NVIDIA (R) Compute Sanitizer\\nCopyright (c) 2020-2025 NVIDIA Corporation\\nVersion 2025.1.0.0 (stand-in)")
-    sys.exit(0)
-opts = {{}}
-while args and args[0].startswith("--"):
-    opts[args[0]] = args[1]
-    args = args[2:]
-code = subprocess.run(args, close_fds=False).returncode
-tool = opts["--tool"]
-with open(opts["--log-file"], "a") as log:
-    log.write("========= COMPUTE-SANITIZER\\n")
-    log.write(f"caching off: {{os.environ.get('PYTORCH_NO_CUDA_MEMORY_CACHING')}}; api errors: "
-              f"{{opts.get('--report-api-errors')}}\\n")
-    if tool == "memcheck":
-        log.write("""========= Invalid __global__ write of size 4 bytes
-=========     at relu2_kernel+0x1b0 in scale_unmasked.py:11
-=========     by thread (127,0,0) in block (63,0,0)
-=========     Address 0x7f3a5c202000 is out of bounds
-=========     and is 4 bytes after the nearest allocation at 0x7f3a5c200000 of size 8,188 bytes
-=========     Saved host backtrace up to driver entry point at kernel launch time
-=========         Host Frame: [0x2f3a51] in libcuda.so.1
-=========
-========= ERROR SUMMARY: 1 error
-""")
-    else:
-        log.write("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\\n")
-sys.exit(code)
-'''
-
-
-@pytest.fixture
-def fake_sanitizer(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "bin"
-    folder.mkdir()
+def standin(folder: Path, monkeypatch, teardown_s: float = 0.0) -> Path:
+    """`compute-sanitizer` on PATH: the stand-in, taking `teardown_s` between its program's end and its summary."""
+    folder.mkdir(parents=True, exist_ok=True)
     exe = folder / "compute-sanitizer"
-    exe.write_text(FAKE.format(python=sys.executable))
+    exe.write_text(f'#!/bin/sh\nexec env STANDIN_TEARDOWN_S={teardown_s} "{sys.executable}" "{STANDIN}" "$@"\n')
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     return exe
 
 
-def test_the_case_runs_in_the_worker_under_the_sanitizer_and_its_report_becomes_a_diagnosis(tmp_path,
-                                                                                               fake_sanitizer):
-    sub = toy_submission("problem_scale.py", "scale_unmasked.py", dtypes=("float32",))
+def _run(sub, tool: str, logs: Path, limit_s: float | None = None, **cfg_over) -> list[dict]:
     case = {"submission_id": sub.submission_id, "oracle": "fuzz", "strategy": "default", "seed": 3,
             "dtype": "float32", "case_index": 0, "outcome": "crash", "why": "flagged"}
-    cfg = dict(sanitizer.settings({"device": "cpu", "budget": {"cuda": 1 << 12}}), timeout_s=120.0)
-    version = sanitizer.sanitizer_version("compute-sanitizer")
-    assert version == "Version 2025.1.0.0 (stand-in)"
-    logs = tmp_path / "logs"
-    (found,) = sanitizer.sanitize_case(sub, case, "memcheck", cfg, logs, device="cpu", version=version)
-    assert found["status"] == "found" and found["diagnosis"] == "out_of_bounds"
-    assert found["kernel"] == "relu2_kernel" and found["errors"] == 1 and not found["library_kernel"]
-    assert found["report"].splitlines()[:3] == ["Invalid __global__ write of size 4 bytes",
-                                                "at relu2_kernel+0x1b0 in scale_unmasked.py:11",
-                                                "by thread (127,0,0) in block (63,0,0)"]
-    assert found["reason"] == "memcheck: Invalid __global__ write of size 4 bytes"
-    # the worker answered through the wrapper: the case ran and was judged
-    assert found["outcome_under_sanitizer"] in set(ALL_OUTCOMES) - {"timeout"}, found
-    log_text = next(logs.glob("*-memcheck.log")).read_text()
-    assert "caching off: 1; api errors: no" in log_text
-    (clean,) = sanitizer.sanitize_case(sub, case, "racecheck", cfg, logs, device="cpu", version=version)
-    assert clean["status"] == "clean" and clean["errors"] == 0 and "diagnosis" not in clean
-    assert clean["reason"] == "racecheck: RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
-    assert "caching off: None" in next(logs.glob("*-racecheck.log")).read_text()  # shared memory: caching stays
+    cfg = dict(sanitizer.settings({"device": "cpu", "budget": {"cuda": 1 << 12}}), timeout_s=120.0, exit_wait_s=30.0)
+    cfg.update(cfg_over)
+    return sanitizer.sanitize_case(sub, case, tool, cfg, logs, device="cpu", version="stand-in", limit_s=limit_s)
+
+
+def test_a_kernel_writing_past_its_output_is_found_and_a_correct_one_runs_clean(tmp_path, monkeypatch):
+    """The stand-in reports what the kernel did under the interpreter's bounds check: the unmasked
+    kernel's accesses past its tensors, the masked one's none. The log folder is relative, as the
+    pipeline's is (results/logs/sanitizer.log.runs)."""
+    standin(tmp_path / "bin", monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    extra_envs = []
+    worker = sanitizer.Worker
+
+    def recording(*args, **kw):
+        extra_envs.append(kw.get("extra_env"))
+        return worker(*args, **kw)
+
+    monkeypatch.setattr(sanitizer, "Worker", recording)
+    buggy = toy_submission("problem_scale.py", "scale_unmasked.py", dtypes=("float32",))
+    rows = _run(buggy, "memcheck", Path("logs"))
+    assert [(r["status"], r.get("diagnosis"), r.get("kernel")) for r in rows] == [
+        ("found", "out_of_bounds", "relu2_kernel")]
+    found = rows[0]
+    lines = found["report"].splitlines()
+    assert re.fullmatch(r"Invalid __global__ (read|write) of size 4 bytes", lines[0])
+    assert re.fullmatch(r"at relu2_kernel in .*scale_unmasked\.py:1[01]", lines[1])
+    assert re.fullmatch(r"and is \d+ bytes after the nearest allocation at 0x[0-9a-f]+ of size [\d,]+ bytes", lines[4])
+    assert re.fullmatch(r"ERROR SUMMARY: \d+ errors?", found["summary"]) and found["errors"] >= 1
+    assert found["outcome_under_sanitizer"] == Outcome.CRASH  # the interpreter stopped the launch
+    assert found["reason"] == f"memcheck: {lines[0]}"
+    log = tmp_path / "logs" / f"{buggy.submission_id[:16]}-memcheck" / "compute-sanitizer.log"
+    assert log.read_text().startswith("========= COMPUTE-SANITIZER\n")
+
+    correct = toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",))
+    (clean,) = _run(correct, "memcheck", Path("logs"))
+    assert (clean["status"], clean["errors"], clean["summary"]) == ("clean", 0, "ERROR SUMMARY: 0 errors")
+    assert clean["outcome_under_sanitizer"] == Outcome.PASS and clean["reason"] == "memcheck: ERROR SUMMARY: 0 errors"
+    (race,) = _run(buggy, "racecheck", Path("logs"))  # the interpreter runs programs one after another
+    assert race["status"] == "clean" and race["summary"].startswith("RACECHECK SUMMARY: 0 hazards")
+    # memcheck sees allocations: the caching allocator is off for it, and left on for racecheck
+    assert extra_envs == [sanitizer.NO_CACHING_ENV, sanitizer.NO_CACHING_ENV, None]
+
+
+def test_a_hang_is_a_timeout_and_the_sanitizer_still_reports_the_program_it_saw_killed(tmp_path, monkeypatch):
+    """The worker alone is killed at the run's limit; the sanitizer then writes its notes and summary."""
+    standin(tmp_path / "bin", monkeypatch)
+    hang = toy_submission("problem_scale.py", "hang.py", dtypes=("float32",))
+    (row,) = _run(hang, "memcheck", tmp_path / "logs", timeout_s=20.0)
+    assert row["status"] == Outcome.TIMEOUT and row["outcome_under_sanitizer"] == Outcome.TIMEOUT
+    assert row["summary"] == "ERROR SUMMARY: 0 errors"
+    assert row["reason"].startswith("no answer within 20 s under memcheck (sanitizer.timeout_s): Error: process "
+                                    "didn't terminate successfully; Target application returned an error; "
+                                    "ERROR SUMMARY: 0 errors; the case ended timeout")
+    (cut,) = _run(hang, "memcheck", tmp_path / "logs", timeout_s=60.0, limit_s=20.0)
+    assert "(what was left of sanitizer.budget_s)" in cut["reason"]
+
+
+def test_the_sanitizer_gets_exit_wait_s_to_write_its_summary_and_a_run_it_exceeds_is_incomplete(tmp_path,
+                                                                                                monkeypatch):
+    """A sanitizer whose teardown outlasts the worker's stop: waited for, up to `exit_wait_s`."""
+    standin(tmp_path / "bin", monkeypatch, teardown_s=8)
+    correct = toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",))
+    (waited,) = _run(correct, "memcheck", tmp_path / "logs", exit_wait_s=40.0)
+    assert waited["status"] == "clean" and waited["summary"] == "ERROR SUMMARY: 0 errors"
+    (cut,) = _run(correct, "memcheck", tmp_path / "logs", exit_wait_s=2.0)
+    assert cut["status"] == "incomplete" and cut["summary"] is None
+    assert "has no summary: compute-sanitizer had not ended 2 s after the worker was stopped and was killed " \
+           "(sanitizer.exit_wait_s); the case ended pass" in cut["reason"]
+
+
+def _stage_inputs(tmp_path: Path, subs: list) -> tuple[str, str, list[str]]:
+    from rescore.model.records import submission_to_dict
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps([submission_to_dict(s) for s in subs]))
+    write_parquet(pd.DataFrame([s.row() for s in subs]), tmp_path / "submissions.parquet", "submissions")
+    cases = _cases([{"submission_id": s.submission_id, "name": s.name, "case_index": 0, "seed": 1, "outcome": "crash"}
+                    for s in subs])
+    write_parquet(cases, tmp_path / "cases.parquet", "cases")
+    return str(tmp_path / "cases.parquet"), str(tmp_path / "submissions.parquet"), [str(manifest)]
+
+
+def test_runs_the_stages_budget_leaves_no_time_for_are_not_run_with_the_reason(tmp_path, monkeypatch, caplog):
+    subs = [toy_submission("problem_scale.py", name, dtypes=("float32",))
+            for name in ("scale_unmasked.py", "scale_tail_bug.py", "rowsum_triton.py")]
+    made = []
+
+    def one_run(sub, case, tool, cfg, log_dir, version=None, limit_s=None):
+        made.append((sub.name, tool, limit_s))
+        import time
+
+        time.sleep(0.6)
+        return [dict(sanitizer._base(sub, case), tool=tool, status="clean", reason=f"{tool}: ERROR SUMMARY: 0 errors")]
+
+    monkeypatch.setattr(sanitizer, "sanitize_case", one_run)
+    monkeypatch.setattr(sanitizer, "availability", lambda cfg: ("/bin/compute-sanitizer", "stand-in"))
+    monkeypatch.setattr(sanitizer, "sanitizer_version", lambda exe: "stand-in")
+    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], "budget_s": 1.0}}
+    with caplog.at_level("INFO", logger="rescore"):
+        df = sanitizer.run_sanitizer(*_stage_inputs(tmp_path, subs), config, str(tmp_path / "s.parquet"),
+                                     str(tmp_path / "logs"))
+    assert [t for _, t, _ in made] == ["memcheck", "memcheck"]  # memcheck over the cases first
+    assert made[0][2] <= 1.0 and made[1][2] < made[0][2]  # each run gets what is left of the budget
+    assert list(df["status"]) == ["clean", "clean", "not_run", "not_run", "not_run", "not_run"]
+    assert list(df["tool"]) == ["memcheck"] * 3 + ["racecheck"] * 3
+    assert set(df[df["status"] == "not_run"]["reason"]) == {
+        "the sanitizer stage's budget (sanitizer.budget_s: 1 s) was spent after 2 of 6 runs"}
+    assert "the other 4 are not_run" in caplog.text
 
 
 def test_without_a_gpu_every_selected_submission_is_recorded_not_run_and_the_log_says_so(tmp_path, caplog):
     sub = toy_submission("problem_scale.py", "scale_unmasked.py", dtypes=("float32",))
     ok = toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",))
-    manifest = tmp_path / "manifest.json"
-    from rescore.model.records import submission_to_dict
-
-    manifest.write_text(json.dumps([submission_to_dict(s) for s in (sub, ok)]))
-    write_parquet(pd.DataFrame([sub.row(), ok.row()]), tmp_path / "submissions.parquet", "submissions")
-    cases = _cases([{"submission_id": sub.submission_id, "name": sub.name, "case_index": 0, "seed": 1,
-                     "outcome": "crash"},
-                    {"submission_id": ok.submission_id, "name": ok.name, "case_index": 0, "seed": 1,
-                     "outcome": "pass"}])
-    write_parquet(cases, tmp_path / "cases.parquet", "cases")
+    cases_path, subs_path, manifests = _stage_inputs(tmp_path, [sub, ok])
+    cases = pd.read_parquet(cases_path)
+    cases.loc[cases["submission_id"] == ok.submission_id, "outcome"] = "pass"
+    write_parquet(cases, cases_path, "cases")
     out = tmp_path / "sanitizer.parquet"
     config = {"device": "cpu", "sanitizer": {"tools": ["memcheck", "racecheck"]}}
     with caplog.at_level("INFO", logger="rescore"):
-        df = sanitizer.run_sanitizer(str(tmp_path / "cases.parquet"), str(tmp_path / "submissions.parquet"),
-                                     [str(manifest)], config, str(out), str(tmp_path / "logs"))
+        df = sanitizer.run_sanitizer(cases_path, subs_path, manifests, config, str(out), str(tmp_path / "logs"))
     assert list(df["tool"]) == ["memcheck", "racecheck"] and set(df["name"]) == {sub.name}
     assert (df["status"] == "not_run").all()
     assert df["reason"].iloc[0] == "compute-sanitizer needs a CUDA GPU: the config's device is cpu"
     assert "NO SANITIZER" in caplog.text
     assert pd.read_parquet(out).columns.tolist() == sanitizer.COLUMNS
+
+
+def test_the_stage_runs_after_every_other_table_and_nothing_waits_on_it(tmp_path):
+    """`all` includes the sanitizer table, built from the finished tables; no rule reads it."""
+    (tmp_path / "config").mkdir()
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["dumps"] = {"corpus": {"format": "corpus", "ops": ["softmax"]}}
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    dag = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+                          "--dag", "dot", "all"], capture_output=True, text=True, timeout=300)
+    assert dag.returncode == 0, dag.stderr[-2000:]
+    names = dict(re.findall(r'^\s*(\d+)\[label = "([^"]+)"', dag.stdout, re.M))
+    edges = [(names[a], names[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)", dag.stdout, re.M)]
+    assert [b for a, b in edges if a == "sanitizer"] == ["all"]
+    before = {a for a, b in edges if b == "sanitizer"}
+    assert {"uncertainty", "rescored_table", "paper_p4_paired", "illusion_table", "verdicts_figure"} <= before, before
+    assert {a for a, b in edges if b == "all"} - before == {"sanitizer"}  # everything else `all` needs comes first
 
 
 def test_uncertainty_says_whether_memory_past_a_kernels_buffers_was_seen():

@@ -76,6 +76,9 @@ def test_all_outputs_exist(run_dir):
     assert (timing["status"] == "skipped").all()
     assert (timing["reason"] == "timing needs a CUDA GPU").all()
     assert "NO TIMINGS" in (run_dir / "results/logs/timing.log").read_text()
+    sanitized = pd.read_parquet(run_dir / "results/tables/sanitizer.parquet")  # a CPU run: the stage says why not
+    assert len(sanitized) and (sanitized["status"] == "not_run").all()
+    assert "did not run: compute-sanitizer needs a CUDA GPU" in (run_dir / "results/sanitizer.md").read_text()
 
 
 def test_the_check_shards_leave_their_progress_and_rescore_progress_reads_it(run_dir):

@@ -21,15 +21,21 @@
 #           carried in the checkout) as config.yaml, in WORK/ext; extwarm, extwarm2: the same again,
 #           warm (caches as for warm); extg the same with its own file (EXT_CONFIG_DIR/<step>.yaml
 #           when EXT_CONFIG_DIR is set, for every ext step);
+#   fixtures scripts/gpu/wild_exploits.py: every GPU fixture with its expected outcome and cause, then
+#           under compute-sanitizer (FIXTURE_TOOLS, default "memcheck racecheck"), into
+#           WORK/fixtures/wild_exploits.md, cut at FIXTURES_TIMEOUT seconds (default 900);
 #   wait    waits for the steps started beside (so that the steps after it are timed alone).
 #   mgwarm, mg1, mgall, mgreport   several GPUs (scripts/gpu/multi_gpu.sh, which sets them up): a
 #           warm-up on every GPU, the check stage on one GPU and on all of them, the figures.
 # STEPS (default "corpus& cold wait warm warm2") picks and orders them; a step written NAME& runs
 # beside the steps after it (the corpus triggers beside the cold run: only the warm runs are timed).
-# Each call watches until WATCH_S seconds have passed or the steps are done, then packs WORK
-# (tables, logs, shard files; not warm2's shards) into $OUT/pack.tgz.part-* (15 MB parts) with
-# driver.log and watch.txt, so a lease that ends mid-step still returns what exists:
-# `tools/partial_tables.py WORK/big/results`.
+# Each step's tables and logs are packed as it ends (scripts/gpu/pack_steps.py: WORK/packs/STEP.tgz),
+# and each call copies the finished packs into $OUT while it watches (until WATCH_S seconds have
+# passed or the steps are done), then adds a partial pack of a step still running (its shard files:
+# `tools/partial_tables.py WORK/big/results`) and status.tgz (driver.log, watch.txt, machine.txt,
+# MANIFEST.txt), within one call's limits: at most 8 files of 15 MiB, 60 MB in all. So a lease that
+# ends mid-step still returns what exists, and a call cut short returns the steps finished before.
+# PYTHON (default python3) runs everything; DRY=1 makes every pipeline step a dry run (snakemake -n).
 # Where .whl/ holds wheels (snakemake is not in the GPU image) they are installed first; where
 # RESCORE_CUDA_CACHE_TGZ names a tarball of a CUDA build cache it is unpacked into /tmp.
 set -u
@@ -37,16 +43,17 @@ T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 WATCH=${1:?usage: scripts/gpu/gpu_lease.sh WATCH_SECONDS}
 export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-corpus\& cold wait warm warm2} REPO=$PWD
-export RESCORE_CUDA_CACHE=${RESCORE_CUDA_CACHE:-/tmp/rescore-cuda} PYTHONUNBUFFERED=1
+export RESCORE_CUDA_CACHE=${RESCORE_CUDA_CACHE:-/tmp/rescore-cuda} PYTHONUNBUFFERED=1 PYTHON=${PYTHON:-python3}
 if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/snakemake ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site:$REPO/src || export PYTHONPATH=$REPO/src
 if [ -n "${RESCORE_CUDA_CACHE_TGZ:-}" ] && [ ! -d "$RESCORE_CUDA_CACHE" ]; then
   cat $RESCORE_CUDA_CACHE_TGZ | tar -xz -C /tmp
 fi
 mkdir -p "$WORK"
-{ date -u; nvidia-smi -L; nproc; python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"; } > "$WORK/machine.txt" 2>&1
+mkdir -p "$RESCORE_CUDA_CACHE"  # the build root a worker may write below but not create
+{ date -u; nvidia-smi -L; nproc; "$PYTHON" -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"; compute-sanitizer --version | tail -1; } > "$WORK/machine.txt" 2>&1
 
 if ! { [ -f "$WORK/driver.pid" ] && kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; } && [ ! -f "$WORK/all.done" ]; then
   setsid nohup bash scripts/gpu/gpu_lease_steps.sh > "$WORK/driver.out" 2>&1 < /dev/null &
@@ -56,12 +63,9 @@ until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/n
   line="$(date -u +%T)"
   for s in cold big warm warm2 ext extg extwarm extwarm2 mgwarm mg1 mgall; do line="$line $s $(find "$WORK/$s/results/cases" -name '*.parquet' 2>/dev/null | wc -l)"; done
   echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg)" >> "$WORK/watch.txt"
+  "$PYTHON" scripts/gpu/pack_steps.py finished "$WORK" "$OUT" 2>> "$WORK/driver.log"
   sleep 15
 done
 for s in cold big warm warm2 ext extg extwarm extwarm2 mgwarm mg1 mgall; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
-cp "$WORK/driver.log" "$WORK/watch.txt" "$OUT/" 2>/dev/null
-tar -czf /tmp/pack.tgz -C "$WORK" --exclude='*.workers' --exclude='.rescore-cache' --exclude='.snakemake' --exclude='config' \
-  --exclude='results/failures/reproducers' --exclude='results/tables/cases.parquet' --exclude='warm2/results/cases' --exclude='extwarm2/results/cases' --exclude='mg*/results/cases' \
-  --ignore-failed-read $(cd "$WORK" && ls) 2>/dev/null
-split -b 15M /tmp/pack.tgz "$OUT/pack.tgz.part-"
+"$PYTHON" scripts/gpu/pack_steps.py out "$WORK" "$OUT"
 cat "$WORK/driver.log"; tail -3 "$WORK/watch.txt"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The detached half of scripts/gpu/gpu_lease.sh: runs $STEPS in $WORK one after another (see there).
 set -u
+PY=${PYTHON:-python3}
 log() { echo "$(date -u +%T) $*" >> "$WORK/driver.log"; }
 pipe() {  # step name, then snakemake targets and options (--set-threads, a list, goes last)
   local name=$1; shift
@@ -16,8 +17,8 @@ pipe() {  # step name, then snakemake targets and options (--set-threads, a list
   local prev; prev=$(ls -td "$WORK"/*/.rescore-cache 2>/dev/null | head -1)
   [ -n "$prev" ] && [ ! -d "$d/.rescore-cache" ] && cp -r "$prev" "$d/.rescore-cache"
   log "$name start"; t=$(date +%s)
-  (cd "$d" && python3 -m snakemake -s "$REPO/Snakefile" -d "$d" --cores "${CORES:-16}" --keep-going --rerun-incomplete \
-     "$@" --set-threads cuda_prebuild=12 \
+  (cd "$d" && "$PY" -m snakemake -s "$REPO/Snakefile" -d "$d" --cores "${CORES:-16}" --keep-going --rerun-incomplete \
+     ${DRY:+-n} "$@" --set-threads cuda_prebuild=12 \
      > "$d/snakemake.out" 2>&1)
   rc=$?
   log "$name end rc=$rc wall=$(( $(date +%s) - t )) s triton_cache=$(ls ~/.triton/cache 2>/dev/null | wc -l)"
@@ -28,7 +29,7 @@ step() {  # one step, then its .done mark
     ext|extwarm|extwarm2|extg) pipe "$1" all --config shards=48 ;;
     corpus)
       log "corpus start"; local t=$(date +%s)
-      timeout "${CORPUS_TIMEOUT:-900}" python3 "$REPO/scripts/gpu/gpu_corpus.py" --workers 8 --race-repeats 3 \
+      timeout "${CORPUS_TIMEOUT:-900}" "$PY" "$REPO/scripts/gpu/gpu_corpus.py" --workers 8 --race-repeats 3 \
         --out "$WORK/gpu_corpus.json" > "$WORK/gpu_corpus.log" 2>&1
       log "corpus end rc=$? wall=$(( $(date +%s) - t )) s" ;;
     # scripts/gpu/multi_gpu.sh: a warm-up on every GPU, then the same check stage (MG_TARGET) on one
@@ -46,17 +47,24 @@ step() {  # one step, then its .done mark
         pipe mgall "${MG_TARGET:-results/tables/cases.parquet}" --configfile config/config.yaml config/mg.yaml --config shards="${MG_SHARDS:-48}" gpus="$MG_GPUS"
       fi
       kill "$smi" 2>/dev/null ;;
-    mgreport) python3 "$REPO/scripts/gpu/multi_gpu.py" "$WORK" > "$WORK/mgreport.out" 2>&1; log "mgreport rc=$?" ;;
+    mgreport) "$PY" "$REPO/scripts/gpu/multi_gpu.py" "$WORK" > "$WORK/mgreport.out" 2>&1; log "mgreport rc=$?" ;;
     big) pipe big all --configfile config/config.yaml config/config.gpu.yaml --config shards=48 ;;
     phases|phases2)  # where a case's time goes, in one process (phases2: again, after the runs compiled)
       log "$1 start"
-      python3 "$REPO/bench/case_phases.py" --device cuda --cases 32 relu_triton layernorm_triton \
+      "$PY" "$REPO/bench/case_phases.py" --device cuda --cases 32 relu_triton layernorm_triton \
         embedding_triton matmul_triton attention_triton > "$WORK/$1.txt" 2>&1
       log "$1 end rc=$?" ;;
+    fixtures)  # every GPU fixture, expected outcome and cause, then each under the sanitizer's tools
+      mkdir -p "$WORK/fixtures"; log "fixtures start"; local t=$(date +%s)
+      timeout "${FIXTURES_TIMEOUT:-900}" "$PY" "$REPO/scripts/gpu/wild_exploits.py" --sanitize ${FIXTURE_TOOLS:-memcheck racecheck} \
+        --log-dir "$WORK/fixtures/logs" > "$WORK/fixtures/wild_exploits.md" 2> "$WORK/fixtures/wild_exploits.err"
+      log "fixtures end rc=$? wall=$(( $(date +%s) - t )) s" ;;
     wait) log "waiting for the steps beside"; wait; log "waited" ;;
     *) log "unknown step $1" ;;
   esac
   touch "$WORK/$1.done"
+  # its tables and logs packed now (scripts/gpu/pack_steps.py), so a lease that ends later still returns them
+  [ -d "$WORK/$1" ] && "$PY" "$REPO/scripts/gpu/pack_steps.py" step "$WORK" "$1" >> "$WORK/driver.log" 2>&1
 }
 for s in $STEPS; do  # a step written NAME& runs beside the ones after it
   name=${s%&}

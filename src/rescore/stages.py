@@ -30,7 +30,7 @@ from rescore.engine.plan import plan_cases
 from rescore.engine.progress import ShardProgress, write_plan
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
-from rescore.engine.sanitizer import run_sanitizer
+from rescore.engine.sanitizer import run_sanitizer, sanitizer_markdown
 from rescore.engine.shrink import first_fuzz_failure, shrunk_record
 from rescore.engine.timing_stage import run_timing
 from rescore.engine.timing_stage import settings as timing_settings
@@ -214,11 +214,14 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
 
 
 def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str,
-             gpu_slot: int | None = None) -> None:
+             gpu_slot: int | None = None, text_out: str | None = None) -> None:
     """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer
-    (on `gpu_slot`'s GPU where the host has several: rescore.engine.gpus)."""
+    (on `gpu_slot`'s GPU where the host has several: rescore.engine.gpus), and what it found in
+    words (`text_out`: results/sanitizer.md)."""
     pin_process(gpu_slot)
-    run_sanitizer(cases, submissions, manifests, config, out, log_dir)
+    table = run_sanitizer(cases, submissions, manifests, config, out, log_dir)
+    if text_out:
+        write_text(sanitizer_markdown(table), text_out)
 
 
 def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeout_s: float, gpus: int = 1) -> None:

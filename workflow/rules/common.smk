@@ -41,5 +41,4 @@ ALL_OUTPUTS = [
     "results/tables/rescored.parquet",
     "results/tables/degenerate.parquet",
     "results/cuda_builds.parquet",
-    "results/tables/sanitizer.parquet",
 ]

@@ -9,7 +9,6 @@ rule uncertainty:
         cases="results/tables/cases.parquet",
         submissions="results/tables/submissions.parquet",
         illusion="results/tables/illusion.parquet",
-        sanitizer="results/tables/sanitizer.parquet",
     output:
         report("results/uncertainty.md", category="Uncertainty", caption="../report/uncertainty.rst"),
     params:

@@ -1,13 +1,16 @@
-# compute-sanitizer as a diagnosis stage (results/tables/sanitizer.parquet): each flagged CUDA or
-# Triton submission's first failing case (with `sanitizer.passing`, a passing one's first case too)
-# rerun in the sandbox's worker under memcheck, racecheck, initcheck and synccheck.
-# config `sanitizer: {tools, timeout_s, max_submissions, passing, executable, print_limit}`.
-# Without a CUDA GPU or the executable every selected submission gets `not_run` rows saying why
-# (cheap: no worker starts). On a GPU it runs after every check, as the timing stage does.
+# compute-sanitizer as a diagnosis stage (results/tables/sanitizer.parquet, results/sanitizer.md):
+# each flagged CUDA or Triton submission's first failing case (with `sanitizer.passing`, a passing
+# one's first case too) rerun in the sandbox's worker under memcheck, racecheck, initcheck and
+# synccheck. config `sanitizer: {tools, timeout_s, budget_s, exit_wait_s, max_submissions, passing,
+# executable, print_limit}`. Without a CUDA GPU or the executable every selected submission gets
+# `not_run` rows saying why (cheap: no worker starts).
+# It runs last: its input is every other output of `all`, so it starts once they are all built, and
+# no rule reads what it writes; `budget_s` bounds its wall time (runs past it are `not_run`).
 from rescore.engine.gpus import shard_slot, slot_resources
 from rescore.engine.timing_stage import shares_a_gpu
 
 SANITIZER_ON_GPU = shares_a_gpu(config["device"])
+SANITIZER_OUTPUTS = ["results/tables/sanitizer.parquet", "results/sanitizer.md"]
 
 
 rule sanitizer:
@@ -16,8 +19,10 @@ rule sanitizer:
         submissions="results/tables/submissions.parquet",
         manifests=expand("results/ingest/{dump}/manifest.json", dump=DUMPS),
         builds=expand(CUDA_BUILDS, dump=DUMPS),
+        after=ALL_OUTPUTS + PAPER_OUTPUTS,
     output:
-        "results/tables/sanitizer.parquet",
+        table=SANITIZER_OUTPUTS[0],
+        text=SANITIZER_OUTPUTS[1],
     params:
         config={k: config[k] for k in ("device", "budget", "sanitizer") if k in config},
         gpu_slot=shard_slot(GPUS - 1, GPUS),  # the last GPU: not the one timing runs on

@@ -86,6 +86,33 @@ def network_isolation() -> list[str]:
     return []
 
 
+def _kill_wrapped_workers(root: int) -> bool:
+    """SIGKILL the worker processes (`python -m rescore.worker`) below `root`, a wrapper's pid, and
+    leave the wrapper itself running; False when there is none."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(f"/proc/{entry.name}/stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    below: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in below}
+        below |= frontier
+    killed = False
+    for pid in below:
+        try:
+            if b"rescore.worker" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+        except (OSError, ProcessLookupError):
+            continue
+    return killed
+
+
 def writable_roots(scratch: str) -> list[str]:
     """Folders a worker may write to: its scratch folder and the compilers' caches."""
     home = Path.home()
@@ -135,6 +162,12 @@ class Worker:
         self.scratch: str | None = None
         self.isolation = "unstarted"
         self.load_timeout = 600.0  # seconds to start a worker and re-load its job after a restart
+        # Seconds a stopped worker (and its wrapper: a sanitizer tears down and writes its summary
+        # after the worker ends) gets to exit before the whole group is killed; and, under a
+        # wrapper, seconds the wrapper gets to end after its worker alone was killed (a hang), so
+        # that it can still write its report. sanitizer.py raises both; 5 s and 0 (the group at once).
+        self.exit_wait_s = 5.0
+        self.wrapper_grace_s = 0.0
 
     def start(self) -> None:
         to_child_r, to_child_w = os.pipe()
@@ -201,7 +234,7 @@ class Worker:
         except (OSError, EOFError):
             pass
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=self.exit_wait_s)
         except subprocess.TimeoutExpired:
             self._kill()
         self._close()
@@ -209,6 +242,11 @@ class Worker:
     def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self._note_peak()
+            if self.wrapper and self.wrapper_grace_s > 0 and _kill_wrapped_workers(self.proc.pid):
+                try:
+                    self.proc.wait(timeout=self.wrapper_grace_s)
+                except subprocess.TimeoutExpired:
+                    pass
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -6,30 +6,40 @@ value that is judged. NVIDIA's compute-sanitizer sees them directly. For each fl
 Triton submission (and, with `passing`, one case of each that passed) its first failing case is run
 once more under each configured tool, in the sandbox's worker (`sandbox.Worker` with the sanitizer
 as the command the worker runs under: same confinement, same harness, same case), with a time
-limit; the sanitizer's report is parsed into diagnoses that keep the sanitizer's own lines.
+limit per run and a wall-clock budget for the whole stage; the sanitizer's log is parsed into
+diagnoses that keep its own lines (`sanitizer_log.py`).
+
+The worker runs in a scratch folder of its own, so every path handed to the sanitizer is absolute.
+The sanitizer writes its summary only after the worker has ended: a stopped worker and its sanitizer
+get `exit_wait_s` to end before they are killed, and a worker killed for its time limit is killed
+alone first, so that the sanitizer still reports what it saw (`Error: process didn't terminate
+successfully` and its summary). Each run keeps its sanitizer log and the worker's own output in a
+folder of its own under the stage's log folder.
 
 memcheck and initcheck run with PyTorch's caching allocator off (PYTORCH_NO_CUDA_MEMORY_CACHING=1):
 with it on, every tensor is a slice of a larger cudaMalloc block, and an access past a tensor but
 inside its block (the allocator rounds to 512 bytes) is invisible to the sanitizer.
 
 Where the stage cannot run (no CUDA GPU, no compute-sanitizer executable) every selected
-submission gets a `not_run` row per tool with the reason, and the log says so at the top and the end.
+submission gets a `not_run` row per tool with the reason, and the log says so at the top and the end;
+runs the stage's budget leaves no time for are `not_run` rows saying so.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
+import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from rescore.analysis.uncertainty import memory_safety_lines
 from rescore.engine.sandbox import Worker, request_with_retry
+from rescore.engine.sanitizer_log import parse_report
 from rescore.model.failures import FIRST_FAILURE_ORDER
 from rescore.model.outcomes import DIED, FLAGGING, Outcome
 from rescore.model.records import Submission, read_manifests
@@ -44,6 +54,8 @@ KERNEL_LANGUAGES = ("cuda", "triton")
 DEFAULTS = {
     "tools": list(TOOLS),
     "timeout_s": 900.0,  # one tool on one case, the worker's start and load included (10-100x slower)
+    "budget_s": 600.0,  # the whole stage; 0: none. Runs it leaves no time for are `not_run`
+    "exit_wait_s": 120.0,  # after the worker ends or is killed: the sanitizer's teardown and summary
     "max_submissions": 200,
     "passing": False,
     "executable": "compute-sanitizer",
@@ -52,10 +64,6 @@ DEFAULTS = {
 # Tools whose view of memory is the allocation: with the caching allocator on, they see its blocks.
 NO_CACHING_TOOLS = ("memcheck", "initcheck")
 NO_CACHING_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
-# Kernels of the libraries the harness itself runs (its reference, copies, fills): reported, but
-# marked, since they are not the submission's own code.
-_LIBRARY_KERNEL = re.compile(r"^(void\s+)?(at::|c10::|cub::|thrust::|cutlass::|cudnn|cublas|cutlass_|sm\d+_xmma|"
-                             r"ampere_|hopper_|volta_|nvjet)")
 COLUMNS = [
     "submission_id", "name", "dump", "problem_id", "language", "label", "why", "oracle", "strategy", "seed", "dtype",
     "case_index", "case_outcome", "tool", "status", "diagnosis", "kernel", "library_kernel", "errors", "report",
@@ -69,126 +77,11 @@ def settings(config: dict) -> dict:
     own = dict(config.get("sanitizer") or {})
     cfg = {k: own.get(k, v) for k, v in DEFAULTS.items()}
     cfg["tools"] = list(cfg["tools"])
-    cfg["timeout_s"] = float(cfg["timeout_s"])
+    for key in ("timeout_s", "budget_s", "exit_wait_s"):
+        cfg[key] = float(cfg[key])
     cfg["device"] = config.get("device", "auto")
     cfg["budget"] = int(config.get("budget", {}).get("cuda", 1 << 20))
     return cfg
-
-
-# -- the sanitizer's report ----------------------------------------------------------------------
-
-@dataclass
-class Diagnosis:
-    """The errors of one kind in one kernel, with the sanitizer's own first report of them."""
-
-    tool: str
-    diagnosis: str  # out_of_bounds | misaligned_access | device_fault | race | uninitialized_read | sync_error
-    kernel: str | None
-    report: str  # the first error's lines as the sanitizer printed them (host backtrace left out)
-    errors: int = 1  # error reports of this kind and kernel in the log
-
-    @property
-    def library_kernel(self) -> bool:
-        return bool(self.kernel and _LIBRARY_KERNEL.match(self.kernel))
-
-
-_PREFIX = re.compile(r"^=========( ?)(.*)$")
-_SUMMARY = re.compile(r"^(ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY):")
-_BACKTRACE = re.compile(r"^(Saved host backtrace|Host Frame|Device Frame)")
-_HAZARDS = re.compile(r"\[([\d,]+) hazards?\]")
-
-
-def _blocks(text: str) -> tuple[list[list[str]], list[str]]:
-    """The log's error reports (each a headline and its indented lines, backtraces dropped) and its
-    summary lines. Lines without the sanitizer's `=========` prefix are the program's own output."""
-    blocks: list[list[str]] = []
-    summaries: list[str] = []
-    current: list[str] | None = None
-    in_backtrace = False
-    for raw in text.splitlines():
-        m = _PREFIX.match(raw.rstrip())
-        if not m:
-            continue
-        body = m.group(2)
-        if not body.strip():
-            current, in_backtrace = None, False  # a bare prefix line ends a report
-            continue
-        if not body.startswith((" ", "\t")):
-            line = body.strip()
-            if line == "COMPUTE-SANITIZER" or line.startswith("Target application returned"):
-                current = None
-            elif _SUMMARY.match(line):
-                summaries.append(line)
-                current = None
-            else:
-                current, in_backtrace = [line], False
-                blocks.append(current)
-            continue
-        line = body.strip()
-        if current is None:
-            continue
-        if _BACKTRACE.match(line):
-            in_backtrace = True
-        if not in_backtrace:
-            current.append(line)
-    return blocks, summaries
-
-
-def _kernel(where: str) -> str | None:
-    """The kernel named by a location: `kern(float*)+0x150 in f.cu:27`, `0x148 in ./f.cu:3:kern(int*)`,
-    `0x50 in kern(float *)`, `kern in /input/kernel.cu:9`."""
-    where = where.strip()
-    m = re.match(r"0x[0-9a-fA-F]+\s+in\s+(.+)", where)
-    if m:
-        rest = m.group(1).strip()
-        named = re.match(r"[^\s:]+:\d+:(.+)", rest)  # file:line:kernel (older releases)
-        return (named.group(1) if named else rest).strip() or None
-    name = re.split(r"\+0x[0-9a-fA-F]+", where, maxsplit=1)[0]
-    name = re.split(r"\s+in\s+\S+:\d+", name, maxsplit=1)[0]
-    return name.strip() or None
-
-
-def _classify(tool: str, headline: str, text: str) -> str | None:
-    """The diagnosis an error report gives, or None for what is not a finding about the kernel (a
-    CUDA API error the sanitizer saw the program hit, a leak)."""
-    if headline.startswith(("Program hit", "Leaked", "Memory leak")):
-        return None
-    if "Race reported" in headline or re.search(r"Potential (RAW|WAR|WAW) hazard", headline):
-        return "race"
-    if headline.startswith("Uninitialized"):
-        return "uninitialized_read"
-    if headline.startswith("Barrier error") or tool == "synccheck":
-        return "sync_error"
-    if headline.startswith("Invalid") or "Out-of-range" in headline or "Illegal Address" in headline:
-        return "misaligned_access" if "is misaligned" in text or "Misaligned" in headline else "out_of_bounds"
-    if "Misaligned" in headline:
-        return "misaligned_access"
-    return "device_fault" if tool == "memcheck" else None
-
-
-def parse_report(text: str, tool: str) -> tuple[list[Diagnosis], str | None]:
-    """(the diagnoses in a compute-sanitizer log, one per kind and kernel, in the order first seen;
-    its summary line, or None when the log has none: the run did not finish)."""
-    blocks, summaries = _blocks(text)
-    found: dict[tuple[str, str | None], Diagnosis] = {}
-    for block in blocks:
-        joined = " ".join(block)
-        kind = _classify(tool, block[0], joined)
-        if kind is None:
-            continue
-        if kind == "race":
-            m = re.search(r"access at\s+(.*?)(?=\s+and (?:Read|Write|Atomic) access|\s*\[[\d,]+ hazards?\]|$)", joined)
-        else:
-            m = re.search(r"\bat\s+(.*?)(?=\s+by thread|\s+Address|\s+Access to|$)", " ".join(block[1:]))
-        kernel = _kernel(m.group(1)) if m else None
-        hazards = sum(int(h.replace(",", "")) for h in _HAZARDS.findall(joined)) if kind == "race" else 0
-        key = (kind, kernel)
-        if key in found:
-            found[key].errors += max(hazards, 1)
-        else:
-            found[key] = Diagnosis(tool, kind, kernel, "\n".join(block)[:1500], max(hazards, 1))
-    summary = " ".join(summaries) if summaries else None
-    return list(found.values()), summary
 
 
 # -- which cases ---------------------------------------------------------------------------------
@@ -221,11 +114,16 @@ def select_cases(cases: pd.DataFrame, submissions: pd.DataFrame, passing: bool =
 # -- running it -----------------------------------------------------------------------------------
 
 def sanitizer_command(cfg: dict, tool: str, log_file: Path) -> list[str]:
-    """The command the worker runs under for `tool`: the report goes to `log_file`, never into the
-    worker's own output."""
-    return [cfg["executable"], "--tool", tool, "--log-file", str(log_file), "--print-limit", str(cfg["print_limit"]),
+    """The command the worker runs under for `tool`. The report goes to `log_file`, never into the
+    worker's own output; the path is absolute, since the sanitizer starts in the worker's scratch
+    folder and opens it from there, with `%` doubled (the sanitizer expands `%p` and `%q{VAR}`)."""
+    path = str(Path(log_file).absolute()).replace("%", "%%")
+    return [cfg["executable"], "--tool", tool, "--log-file", path, "--print-limit", str(cfg["print_limit"]),
             "--report-api-errors", "no",  # torch and Triton probe the driver; its refusals are not the kernel's
-            "--launch-timeout", "0"]  # the worker imports torch before CUDA starts; our own time limit bounds it
+            "--launch-timeout", "0",  # the worker imports torch before CUDA starts; our own time limit bounds it
+            "--target-processes", "application-only",  # the worker, not the compilers it starts
+            "--destroy-on-device-error", "kernel",  # a faulting kernel is stopped; the worker's context lives on
+            "--show-backtrace", "device"]  # the host's frames are the Python interpreter's
 
 
 def availability(cfg: dict) -> tuple[str | None, str]:
@@ -267,55 +165,87 @@ def _message(sub: Submission, case: dict) -> Case:
     return Case(case["strategy"], int(case["seed"]), case["dtype"], override)
 
 
+def _sanitizer_output(run_dir: Path) -> str:
+    """What the sanitizer printed to the worker's output instead of its log (its own `=========`
+    lines), else the output's last lines: why a run left no log."""
+    text = "".join(p.read_text(errors="replace") for p in sorted(run_dir.glob("worker-*.log")))
+    own = [line.strip() for line in text.splitlines() if line.startswith("=========")]
+    return (" | ".join(own) or " | ".join(text.strip().splitlines()[-3:]))[:300]
+
+
+def _ending(tool: str, report: Path, wrapper: subprocess.Popen | None, cfg: dict, run_dir: Path) -> str:
+    """Why a run without findings has no summary, in words: no log at all (its own output says why),
+    or a log cut short, because the sanitizer was killed after `exit_wait_s` or ended early."""
+    if not report.exists():
+        return f"{tool} wrote no log at {report}; its output: {_sanitizer_output(run_dir) or '(none)'}"
+    code = wrapper.returncode if wrapper is not None else None
+    if code == -signal.SIGKILL:
+        return (f"{tool}'s log {report} has no summary: compute-sanitizer had not ended {cfg['exit_wait_s']:g} s "
+                "after the worker was stopped and was killed (sanitizer.exit_wait_s)")
+    ended = f" (compute-sanitizer exit code {code})" if code is not None else ""
+    return f"{tool}'s log {report} has no summary: the run did not finish{ended}"
+
+
 def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Path, device: str = "cuda",
-                  version: str | None = None) -> list[dict]:
+                  version: str | None = None, limit_s: float | None = None) -> list[dict]:
     """Rows for one case under one tool: one per diagnosis found, or one `clean` / `timeout` /
-    `incomplete` row. `device` is for tests, which run a stand-in sanitizer on the CPU."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    report = log_dir / f"{sub.submission_id[:16]}-{tool}.log"
-    report.unlink(missing_ok=True)
-    worker = Worker(device, cfg["budget"], str(log_dir), wrapper=sanitizer_command(cfg, tool, report),
+    `incomplete` row whose reason says what the sanitizer and the case did. The run gets
+    `timeout_s`, or `limit_s` when less is left of the stage's budget. `device` is for tests, which
+    run a stand-in sanitizer on the CPU."""
+    limit = cfg["timeout_s"] if limit_s is None else min(cfg["timeout_s"], limit_s)
+    run_dir = Path(log_dir).absolute() / f"{sub.submission_id[:16]}-{tool}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    report = run_dir / "compute-sanitizer.log"
+    worker = Worker(device, cfg["budget"], str(run_dir), wrapper=sanitizer_command(cfg, tool, report),
                     extra_env=NO_CACHING_ENV if tool in NO_CACHING_TOOLS else None)
-    worker.load_timeout = cfg["timeout_s"]
+    worker.load_timeout = limit
+    worker.exit_wait_s = worker.wrapper_grace_s = cfg["exit_wait_s"]
     base = dict(_base(sub, case), tool=tool, sanitizer_version=version)
     start = time.monotonic()
+    wrapper = None
     try:
-        loaded, _ = request_with_retry(worker, Load(job_of(sub)), cfg["timeout_s"], retries=0)
+        loaded, _ = request_with_retry(worker, Load(job_of(sub)), limit, retries=0)
+        wrapper = worker.proc
         worker.job = job_of(sub)
         if loaded.get("outcome") in DIED:
             result = {"outcome": loaded["outcome"], "reason": f"loading the submission: {loaded.get('reason')}"}
         else:
-            result, _ = request_with_retry(worker, _message(sub, case), cfg["timeout_s"], retries=0)
+            left = max(start + limit - time.monotonic(), 1.0)
+            result, _ = request_with_retry(worker, _message(sub, case), left, retries=0)
     finally:
         worker.stop()
-    wall = time.monotonic() - start
-    base.update(outcome_under_sanitizer=result.get("outcome"), wall_s=wall)
-    text = report.read_text(errors="replace") if report.exists() else ""
-    found, summary = parse_report(text, tool)
-    if found:
+    base.update(outcome_under_sanitizer=result.get("outcome"), wall_s=time.monotonic() - start)
+    found = parse_report(report.read_text(errors="replace") if report.exists() else "", tool)
+    if found.diagnoses:
         return [dict(base, status="found", diagnosis=d.diagnosis, kernel=d.kernel, library_kernel=d.library_kernel,
-                     errors=d.errors, report=d.report, summary=summary,
-                     reason=f"{tool}: {d.report.splitlines()[0]}"[:500]) for d in found]
+                     errors=d.errors, report=d.report, summary=found.summary,
+                     reason=f"{tool}: {d.report.splitlines()[0]}"[:500]) for d in found.diagnoses]
+    case_end = f"the case ended {result.get('outcome')}: {result.get('reason', '')}"
+    said = "; ".join([*found.notes, found.summary or "no summary"])
     if result.get("outcome") == Outcome.TIMEOUT:
-        status = Outcome.TIMEOUT
-        reason = f"no answer within {cfg['timeout_s']:g} s under {tool}: {result.get('reason')}"
-    elif summary is None:
-        status = "incomplete"
-        reason = (f"{tool} left no summary in {report}: the run did not finish "
-                  f"(the case ended {result.get('outcome')}: {result.get('reason', '')})")
+        which = "sanitizer.timeout_s" if limit >= cfg["timeout_s"] else "what was left of sanitizer.budget_s"
+        status, reason = Outcome.TIMEOUT, f"no answer within {limit:g} s under {tool} ({which}): {said}; {case_end}"
+    elif found.summary is None:
+        status, reason = "incomplete", f"{_ending(tool, report, wrapper, cfg, run_dir)}; {case_end}"
+    elif any("before first instrumented API call" in n for n in found.notes):
+        status, reason = "incomplete", f"{tool} checked nothing: {said}; {case_end}"
     else:
-        status, reason = "clean", f"{tool}: {summary}"
-    return [dict(base, status=status, summary=summary, errors=0, reason=reason[:500])]
+        status, reason = "clean", f"{tool}: {said}"
+    return [dict(base, status=status, summary=found.summary, errors=0, reason=reason[:500])]
 
 
-def not_run_rows(subs: dict[str, Submission], selected: pd.DataFrame, tools: list[str], reason: str) -> list[dict]:
+def not_run_rows(subs: dict[str, Submission], runs: list[tuple[str, dict]], reason: str) -> list[dict]:
+    """One `not_run` row per (tool, case) run, with the reason."""
     return [dict(_base(subs[case["submission_id"]], case), tool=tool, status="not_run", reason=reason)
-            for case in selected.to_dict("records") for tool in tools]
+            for tool, case in runs]
 
 
 def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], config: dict, out: str,
                   log_dir: str) -> pd.DataFrame:
-    """The sanitizer table of the run: the selected cases under each tool, or `not_run` rows saying why."""
+    """The sanitizer table of the run: the selected cases under each tool (in the order of `tools`,
+    each over the selected cases, flagged ones first) until the stage's budget is spent, or `not_run`
+    rows saying why."""
 
     cfg = settings(config)
     subs = {s.submission_id: s for s in read_manifests(manifests)}
@@ -323,27 +253,36 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
                             cfg["passing"], cfg["max_submissions"])
     if len(selected):
         selected = selected[selected["submission_id"].isin(subs)]
+    runs = [(tool, case) for tool in cfg["tools"] for case in selected.to_dict("records")]
     executable, why = availability(cfg)
-    log.info("sanitizer: %d CUDA/Triton submissions selected (%s), tools %s, %.0f s limit per run",
-             len(selected), dict(selected["why"].value_counts()) if len(selected) else {}, ", ".join(cfg["tools"]),
-             cfg["timeout_s"])
+    log.info("sanitizer: %d CUDA/Triton submissions selected (%s), tools %s: %d runs, %.0f s limit per run, "
+             "%s for the stage", len(selected), dict(selected["why"].value_counts()) if len(selected) else {},
+             ", ".join(cfg["tools"]), len(runs), cfg["timeout_s"],
+             f"{cfg['budget_s']:.0f} s" if cfg["budget_s"] > 0 else "no budget")
     if executable is None:
         log.warning("NO SANITIZER: %s. Every one of the %d selected submissions gets a `not_run` row per tool; "
-                    "memory past a kernel's own buffers stays unseen on a GPU (results/uncertainty.md says so).",
+                    "memory past a kernel's own buffers stays unseen on a GPU (results/sanitizer.md says so).",
                     why, len(selected))
-        rows = not_run_rows(subs, selected, cfg["tools"], why)
+        rows = not_run_rows(subs, runs, why)
     else:
         version = sanitizer_version(executable)
         log.info("sanitizer: %s (%s) on %s", executable, version, why)
         rows = []
-        for i, case in enumerate(selected.to_dict("records"), 1):
+        deadline = time.monotonic() + cfg["budget_s"] if cfg["budget_s"] > 0 else None
+        for i, (tool, case) in enumerate(runs):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                reason = (f"the sanitizer stage's budget (sanitizer.budget_s: {cfg['budget_s']:g} s) was spent "
+                          f"after {i} of {len(runs)} runs")
+                log.warning("sanitizer: %s; the other %d are not_run", reason, len(runs) - i)
+                rows += not_run_rows(subs, runs[i:], reason)
+                break
             sub = subs[case["submission_id"]]
-            for tool in cfg["tools"]:
-                got = sanitize_case(sub, case, tool, cfg, Path(log_dir), version=version)
-                rows += got
-                log.info("sanitizer %d/%d %s %s: %s", i, len(selected), sub.name, tool,
-                         "; ".join(f"{r['status']} {r.get('diagnosis') or ''} {r.get('kernel') or ''}".strip()
-                                   for r in got))
+            got = sanitize_case(sub, case, tool, cfg, Path(log_dir), version=version, limit_s=left)
+            rows += got
+            log.info("sanitizer %d/%d %s %s: %s", i + 1, len(runs), sub.name, tool,
+                     "; ".join(f"{r['status']} {r.get('diagnosis') or ''} {r.get('kernel') or ''}".strip()
+                               for r in got))
     df = pd.DataFrame(rows, columns=COLUMNS)
     write_parquet(df, out)
     counts = df["status"].value_counts().to_dict() if len(df) else {}
@@ -351,3 +290,20 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
         log.warning("NO SANITIZER: all %d rows are not_run (%s)", len(df), df["reason"].iloc[0])
     log.info("sanitizer: %d rows, by status %s", len(df), counts)
     return df
+
+
+def sanitizer_markdown(table: pd.DataFrame) -> str:
+    """results/sanitizer.md: what the stage saw, in words (the uncertainty statement is written
+    before it and cannot say), and one line per run that found something or did not finish."""
+    counts = table["status"].value_counts().to_dict() if len(table) else {}
+    lines = ["# compute-sanitizer", "",
+             f"From `results/tables/sanitizer.parquet`: {len(table)} rows, by status {counts or 'none'}.", "",
+             *memory_safety_lines(table if len(table) else None), ""]
+    shown = table[~table["status"].isin(["clean", "not_run"])] if len(table) else table
+    if len(shown):
+        lines += ["| submission | tool | status | diagnosis | kernel | reason |", "|---|---|---|---|---|---|"]
+        for r in shown.to_dict("records"):
+            cells = [r["name"], r["tool"], r["status"], r.get("diagnosis") or "", r.get("kernel") or "",
+                     " ".join(str(r.get("reason") or "").split())[:200]]
+            lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,131 @@
+"""The GPU measurement command on the CPU (scripts/gpu/measure_external.sh, external_config.py,
+pack_steps.py): the config it writes for the external dumps validates and ingests, a step's pack
+holds its tables and logs and never the dumps' sources, what one call returns stays within the
+device tool's limits, and a dry run goes through every step."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import yaml
+from conftest import REPO
+
+DUMPS = REPO / "tests" / "fixtures" / "dumps"
+GPUEMU, CUDAL1 = DUMPS / "gpuemu" / "data", DUMPS / "cudal1" / "optimized_cuda_code" / "h100_xsm.json"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "gpu" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+external_config = _script("external_config")
+pack_steps = _script("pack_steps")
+
+
+def test_the_external_config_validates_and_its_dumps_ingest(tmp_path):
+    from rescore.ingest import read_dump
+
+    out = tmp_path / "ext.yaml"
+    assert external_config.main([str(GPUEMU), str(CUDAL1), "--out", str(out), "--sanitizer-budget", "90"]) == 0
+    config = yaml.safe_load(out.read_text())
+    assert external_config.validate(config)
+    assert config["papers"] == {"dump": "gpuemu"} and config["sanitizer"]["budget_s"] == 90
+    assert config["dumps"]["gpuemu"]["controls"] == {"softmax_llm_buggy": "softmax", "^(.+)_buggy$": "\\1"}
+    assert config["dumps"]["cudal1"]["levels"] == [1, 2] and Path(config["dumps"]["cudal1"]["path"]).is_absolute()
+    subs = {name: read_dump(name, spec) for name, spec in config["dumps"].items()}
+    assert all(subs.values()) and not any(s.extra.get("ingest_error") for v in subs.values() for s in v)
+    assert {s.name: s.control for s in subs["gpuemu"]}["bias_add_buggy"] == "bias_add"
+    assert external_config.main([str(tmp_path), str(CUDAL1), "--out", str(out)]) == 2  # no gpuemu entry there
+
+
+def _step(work: Path, name: str, done: bool, cases_table: bool = True) -> Path:
+    """A pipeline step's folder in the layout a run leaves."""
+    step = work / name
+    files = {"snakemake.out": b"done", "config/config.yaml": b"dumps: {}",
+             "results/tables/illusion.parquet": b"t", "results/logs/check/ext/shard-0.log": b"log",
+             "results/cases/ext/shard-0.parquet": b"shard", "results/ingest/ext/manifest.json": b"sources",
+             "results/failures/reproducers/f.json": b"r", "results/failures/failures.parquet": b"f",
+             "results/sanitizer.md": b"s", ".rescore-cache/static/x": b"c",
+             "results/tables/cases.parquet": b"c" if cases_table else None}
+    for rel, data in files.items():
+        if data is not None:
+            (step / rel).parent.mkdir(parents=True, exist_ok=True)
+            (step / rel).write_bytes(data)
+    if done:
+        (work / f"{name}.done").touch()
+    return step
+
+
+def test_a_steps_pack_holds_its_tables_and_logs_and_the_shards_only_when_it_has_no_cases_table(tmp_path):
+    _step(tmp_path, "ext", done=True)
+    names = sorted(str(p) for p in pack_steps.members(tmp_path / "ext", finished=True))
+    assert names == ["config/config.yaml", "results/failures/failures.parquet", "results/logs/check/ext/shard-0.log",
+                     "results/sanitizer.md", "results/tables/cases.parquet", "results/tables/illusion.parquet",
+                     "snakemake.out"]
+    running = {str(p) for p in pack_steps.members(tmp_path / "ext", finished=False)}
+    assert running == {*names, "results/cases/ext/shard-0.parquet"}
+    _step(tmp_path, "cold", done=True, cases_table=False)  # ended without its cases table: the shards come
+    assert "results/cases/ext/shard-0.parquet" in {str(p) for p in pack_steps.members(tmp_path / "cold", True)}
+    (tmp_path / "fixtures" / "logs").mkdir(parents=True)
+    (tmp_path / "fixtures" / "wild_exploits.md").write_text("| fixture |")
+    (tmp_path / "fixtures" / "logs" / "a.log").write_text("=========")
+    assert sorted(str(p) for p in pack_steps.members(tmp_path / "fixtures", True)) == ["logs/a.log",
+                                                                                       "wild_exploits.md"]
+
+
+def _big(step: Path, size: int, seed: int) -> None:
+    (step / "results" / "tables" / "big.parquet").write_bytes(os.urandom(size) if seed else b"\0" * size)
+
+
+def test_one_call_returns_at_most_8_files_within_the_byte_limit_split_in_parts_and_says_what_it_left_out(
+        tmp_path, monkeypatch):
+    work, out = tmp_path / "work", tmp_path / "out"
+    monkeypatch.setattr(pack_steps, "PART", 40_000)
+    monkeypatch.setattr(pack_steps, "MAX_BYTES", 260_000)
+    monkeypatch.setattr(pack_steps, "STATUS_MAX", 10_000)
+    _big(_step(work, "ext", done=True), 90_000, 1)  # random bytes: the pack stays about as large
+    _big(_step(work, "extwarm", done=True), 20_000, 1)
+    _big(_step(work, "running", done=False), 120_000, 1)  # over what is left: left out
+    (work / "driver.log").write_text("12:00:00 ext start\n")
+    pack_steps.pack_step(work, "ext")
+    listing = pack_steps.out_call(work, out)
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["ext.tgz.part-aa", "ext.tgz.part-ab", "ext.tgz.part-ac", "extwarm.tgz", "status.tgz"]
+    assert len(files) <= pack_steps.MAX_FILES and sum(p.stat().st_size for p in out.iterdir()) <= 260_000
+    assert all(p.stat().st_size <= 40_000 for p in out.iterdir())
+    whole = b"".join((out / f"ext.tgz.part-a{c}").read_bytes() for c in "abc")
+    with tarfile.open(fileobj=io.BytesIO(whole)) as tar:
+        assert "ext/results/tables/big.parquet" in tar.getnames()
+        assert not any("ingest" in n or "reproducers" in n for n in tar.getnames())
+    assert any(line.startswith("LEFT OUT (over the limits of one call): partial-running.tgz") for line in listing)
+    with tarfile.open(out / "status.tgz") as tar:
+        assert {"driver.log", "MANIFEST.txt", "ext.done", "extwarm.done"} <= set(tar.getnames())
+        assert b"LEFT OUT" in tar.extractfile("MANIFEST.txt").read()
+
+
+def test_a_dry_run_goes_through_every_step_and_packs_them(tmp_path):
+    env = dict(os.environ, WORK=str(tmp_path / "work"), OUT=str(tmp_path / "out"), DRY="1", PYTHON=sys.executable,
+               PYTHONPATH=str(REPO / "src"))
+    (tmp_path / "out").mkdir()
+    r = subprocess.run(["bash", "scripts/gpu/measure_external.sh", str(GPUEMU), str(CUDAL1), "60"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    log = (tmp_path / "work" / "driver.log").read_text()
+    assert "ext end rc=0" in log and "extwarm end rc=0" in log and "fixtures end rc=2" in log  # no CUDA here
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ext.tgz", "extwarm.tgz", "fixtures.tgz",
+                                                                     "status.tgz"]
+    with tarfile.open(tmp_path / "out" / "ext.tgz") as tar:
+        text = tar.extractfile("ext/snakemake.out").read().decode()
+    assert "sanitizer" in text and "This was a dry-run" in text
+    with tarfile.open(tmp_path / "out" / "fixtures.tgz") as tar:
+        assert "needs a CUDA device" in tar.extractfile("fixtures/wild_exploits.err").read().decode()
