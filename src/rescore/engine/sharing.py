@@ -86,6 +86,9 @@ class DeviceShare:
         if memory.get("total"):
             self.capacity = int(USABLE * memory["total"])
         if memory.get("reference_peak"):
+            if not self.measured:  # how good the trace was, for the run's logs
+                log.info("reference peak on %s: traced %s, measured %s", self.key, size_text(self.reference_bytes),
+                         size_text(int(memory["reference_peak"])))
             self.reference_bytes, self.measured = int(memory["reference_peak"]), True  # measured beats traced
         elif memory.get("estimate") and not self.measured:
             self.reference_bytes = max(self.reference_bytes, int(memory["estimate"]))
