@@ -24,6 +24,8 @@ from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 
 ALONE = re.compile(r"retried alone on (\S+) \((.*)\): (\w+)$")
 WAITED = re.compile(r"waited ([\d.]+) s for")
+PEAK = re.compile(r"reference peak on \S+: traced ([\d.]+) (\w+), measured ([\d.]+) (\w+)")
+UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
 def memory_crash(reason: str) -> bool:
@@ -62,16 +64,24 @@ def main() -> None:
     logs = sorted((args.results / "logs" / "check").glob(f"{args.dump or '*'}/shard-*.log"))
     ended: Counter = Counter()
     waits: list[float] = []
+    ratios: list[float] = []  # traced / measured reference peak, per submission
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
             if m := ALONE.search(line):
                 ended[m.group(3)] += 1
             elif m := WAITED.search(line):
                 waits.append(float(m.group(1)))
+            elif (m := PEAK.search(line)) and float(m.group(3)):
+                traced = float(m.group(1)) * UNITS.get(m.group(2), 1)
+                ratios.append(traced / (float(m.group(3)) * UNITS.get(m.group(4), 1)))
     print(f"## check shard logs ({len(logs)})")
     print(f"requests retried with the device alone: {sum(ended.values())}, ending {dict(ended)}")
     if waits:
         print(f"waits for memory over 1 s: {len(waits)}, {sum(waits):.0f} s in all, longest {max(waits):.0f} s")
+    if ratios:
+        ratios.sort()
+        print(f"traced / measured reference peak, {len(ratios)} submissions: median {ratios[len(ratios) // 2]:.2f}, "
+              f"lowest {ratios[0]:.2f}, highest {ratios[-1]:.2f}")
 
 
 if __name__ == "__main__":
