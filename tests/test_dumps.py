@@ -28,6 +28,7 @@ from rescore.runtime.modules import load_module
 FIX = REPO / "tests" / "fixtures" / "dumps"
 KB = {"format": "kernelbench", "path": str(FIX / "kernelbench")}
 EMU = {"format": "gpuemu", "path": str(FIX / "gpuemu"), "labels": {"_buggy$": "buggy", ".*": "correct"}}
+EMU_ENTRIES = {"bias_add", "bias_add_buggy", "bias_add_triton", "softmax", "softmax_llm_buggy"}  # its data/ folders
 PAIRS = {
     "format": "pairs",
     "path": str(FIX / "pairs" / "archive.jsonl"),
@@ -169,7 +170,7 @@ def test_kernelbench_pair_runs_under_the_fixed_check(worker):
 
 def test_gpuemu_entries_become_kernelbench_problems_with_their_op_schema():
     subs = by_name(read_dump("emu", EMU))
-    assert set(subs) == {"bias_add", "bias_add_buggy", "bias_add_triton"}
+    assert set(subs) == EMU_ENTRIES
     good, bad, gpu = subs["bias_add"], subs["bias_add_buggy"], subs["bias_add_triton"]
     assert (good.label, bad.label, gpu.label) == ("correct", "buggy", "correct")  # from the spec's patterns
     assert good.extra["label_from"] == "config dumps.emu.labels['.*']"
@@ -233,7 +234,8 @@ def test_gpuemu_labels_come_from_the_spec_or_meta_json_never_from_names(tmp_path
     table = {"bias_add_triton": "unknown", "_buggy$": "buggy", "bias": "correct"}  # exact names first
     subs = by_name(read_dump("emu", {"format": "gpuemu", "path": str(root), "labels": table}))
     assert {n: s.label for n, s in subs.items()} == {
-        "bias_add": "correct", "bias_add_buggy": "buggy", "bias_add_triton": "unknown"}
+        "bias_add": "correct", "bias_add_buggy": "buggy", "bias_add_triton": "unknown", "softmax": "unknown",
+        "softmax_llm_buggy": "buggy"}
     assert subs["bias_add_triton"].extra["label_from"] == "config dumps.emu.labels['bias_add_triton']"
     meta_file = root / "data" / "bias_add_buggy" / "meta.json"
     meta_file.write_text(json.dumps(dict(json.loads(meta_file.read_text()), label="correct")))
@@ -259,9 +261,16 @@ def test_unusable_labels_or_controls_stop_the_ingest_naming_the_key(key, table, 
 
 
 def test_gpuemu_controls_from_the_spec():
-    subs = by_name(read_dump("emu", dict(EMU, controls={"^(.+)_buggy$": "\\1"})))
+    """As the real corpus needs it (docs/dumps.md): `softmax_llm_buggy` was seeded from `softmax`, which
+    the pattern alone would name `softmax_llm`, so its exact entry comes first."""
+    controls = {"softmax_llm_buggy": "softmax", "^(.+)_buggy$": "\\1"}
+    subs = by_name(read_dump("emu", dict(EMU, controls=controls)))
     assert subs["bias_add_buggy"].control == "bias_add" and subs["bias_add"].control is None
     assert subs["bias_add_buggy"].extra["control_from"] == "config dumps.emu.controls['^(.+)_buggy$']"
+    assert subs["softmax_llm_buggy"].control == "softmax"
+    assert subs["softmax_llm_buggy"].extra["control_from"] == "config dumps.emu.controls['softmax_llm_buggy']"
+    with pytest.raises(AnnotationError, match="names 'softmax_llm' as the control of 'softmax_llm_buggy'"):
+        read_dump("emu", dict(EMU, controls={"^(.+)_buggy$": "\\1"}))
 
 
 def _break_meta(meta: dict, how: str) -> dict:
@@ -307,7 +316,7 @@ def test_gpuemu_malformed_entry_is_an_error_row_naming_the_file(tmp_path, how, e
         (entry / "meta.json").write_text(json.dumps(_break_meta(json.loads((entry / "meta.json").read_text()), how)))
     subs = read_dump("emu", {"format": "gpuemu", "path": str(root)})
     errs = errors(subs)
-    assert len(subs) == 3 and list(errs) == ["bias_add_buggy"]
+    assert len(subs) == len(EMU_ENTRIES) and list(errs) == ["bias_add_buggy"]
     assert "bias_add_buggy" in errs["bias_add_buggy"] and expected in errs["bias_add_buggy"]
 
 
@@ -315,7 +324,7 @@ def test_gpuemu_helper_with_a_syntax_error_is_an_error_row_of_every_entry_using_
     root = copy_fixture(tmp_path, "gpuemu")
     (root / "data" / "_helperkit.py").write_text("def broken(:\n")
     errs = errors(read_dump("emu", {"format": "gpuemu", "path": str(root)}))
-    assert set(errs) == {"bias_add", "bias_add_buggy", "bias_add_triton"}
+    assert set(errs) == EMU_ENTRIES
     assert all("_helperkit.py: syntax error at line 1" in e for e in errs.values())
 
 
@@ -323,7 +332,7 @@ def test_gpuemu_duplicate_entry_names(tmp_path):
     root = copy_fixture(tmp_path, "gpuemu")
     shutil.copytree(root / "data" / "bias_add", root / "data" / "bias_add_again")
     subs = read_dump("emu", {"format": "gpuemu", "path": str(root)})
-    assert len(subs) == 4 and "duplicate entry name 'bias_add'" in list(errors(subs).values())[0]
+    assert len(subs) == len(EMU_ENTRIES) + 1 and "duplicate entry name 'bias_add'" in list(errors(subs).values())[0]
 
 
 def test_gpuemu_generated_entries_run_the_buggy_kernel_is_flagged_the_gpu_one_skipped(worker):

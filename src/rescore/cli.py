@@ -24,7 +24,7 @@ from rescore.model.run import (
     RunConfig,
     default_budget,
 )
-from rescore.runtime.device import resolve_device
+from rescore.runtime.device import DeviceUnavailable, device_problem, resolve_device
 from rescore.static.report import describe_kernel
 
 EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
@@ -67,8 +67,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"rescore check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     cfg = _config(args)
+    problem = device_problem(cfg.device)
+    if problem:
+        print(f"rescore check: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     progress = Progress(len(plan_cases(sub, cfg)), label=f"{sub.name}: ")
-    doc, _ = check_pair(sub, cfg, progress=progress)
+    try:
+        doc, _ = check_pair(sub, cfg, progress=progress)
+    except DeviceUnavailable as exc:  # the worker found the device unusable (a driver gone since)
+        progress.close()
+        print(f"rescore check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     progress.close()
     print(human_summary(doc, sub, cfg.device))
     if args.json:

@@ -39,7 +39,7 @@ from rescore.model.outcomes import FLAGGING, settled_reason
 from rescore.model.records import LABELS, read_manifests, submission_to_dict
 from rescore.model.settings import effective_config, setting_name
 from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
-from rescore.runtime.device import resolve_device
+from rescore.runtime.device import require_device, resolve_device
 from rescore.static.study import run_study, static_figures
 
 log = logging.getLogger("rescore")
@@ -226,7 +226,8 @@ def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, o
 
 def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeout_s: float, gpus: int = 1) -> None:
     """Build every CUDA C submission's extensions once, before the checks, and write the builds table
-    (the test loads dealt over `gpus` GPUs)."""
+    (the test loads dealt over `gpus` GPUs). A device that cannot run here stops it with one line."""
+    require_device(resolve_device(device))
     write_builds(manifests, device, out, jobs=jobs, timeout_s=timeout_s, gpus=gpus)
 
 

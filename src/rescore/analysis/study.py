@@ -17,6 +17,7 @@ from rescore.model.outcomes import (
     Outcome,
     fixed_verdict,
     fuzz_verdict,
+    refused,
     stopped_early,
 )
 from rescore.model.records import LABELS, claims_dtype
@@ -237,6 +238,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         declined = int((ran["outcome"] == Outcome.DECLINED).sum())
         fuzz_says = fuzz_verdict(list(fuzz["outcome"]))
         stopped = fuzz[(fuzz["outcome"] == Outcome.SKIPPED) & fuzz["reason"].map(stopped_early).astype(bool)]
+        refusals = (fuzz["outcome"] == Outcome.SKIPPED) & fuzz["reason"].map(refused).astype(bool)
         first = _first_failure(fuzz)
         cause, evidence = submission_cause(fuzz)
         tier = None
@@ -268,6 +270,9 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 # of those, never run: the submission's budget was spent, or it was settled (pacing.py)
                 "stopped_cases": int(len(stopped)),
                 "stopped_reason": stopped["reason"].iloc[0] if len(stopped) else None,
+                # of those, stopped by the sandbox's refusal of a call (a write outside, a socket, a
+                # process): not judged, never a failure; the refusal is in `findings`
+                "refused_cases": int(refusals.sum()),
                 "first_failure_outcome": first["outcome"] if first else None,
                 "first_failing_input": first_input,
                 "first_failure_replay": first.get("replay") if first else None,

@@ -17,7 +17,7 @@ from rescore.ingest.files import pair_from_files
 from rescore.model.outcomes import DIED, Outcome
 from rescore.model.run import RunConfig, default_budget
 from rescore.model.tables import read_parquet
-from rescore.runtime.device import resolve_device
+from rescore.runtime.device import DeviceUnavailable, device_problem, resolve_device
 from rescore.worker.protocol import Case, Fixed, Load, job_of
 
 
@@ -67,6 +67,10 @@ def replay_case(
 def replay_cli(args: argparse.Namespace) -> int:
     expected = None
     device = resolve_device(args.device)
+    problem = device_problem(device)
+    if problem:
+        print(f"rescore replay: {problem}", file=sys.stderr)
+        return 2
     dtype = args.dtypes.split(",")[0]
     budget = args.budget or default_budget(device)
     try:
@@ -108,7 +112,7 @@ def replay_cli(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    except (FileNotFoundError, KeyError, ValueError) as exc:
+    except (FileNotFoundError, KeyError, ValueError, DeviceUnavailable) as exc:
         print(f"rescore replay: {exc}", file=sys.stderr)
         return 2
     print(

@@ -13,43 +13,27 @@ in a network namespace of its own (`unshare -n`: no interface but a down loopbac
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from rescore.engine.sharing import DeviceShare, alone_result
+from rescore.engine.worker_env import network_isolation, worker_env
 from rescore.model.findings import claims_verdict, merge
 from rescore.model.outcomes import Outcome
-from rescore.model.paths import SRC_ROOT, cuda_cache_root, triton_cache_default
-from rescore.worker.protocol import RSS_KEY, Kind, Load, Request, Status, Stop, encode
+from rescore.runtime.device import NO_DEVICE_EXIT, DeviceUnavailable
+from rescore.worker.protocol import ALONE_KEY, MEMORY_KEY, RSS_KEY, Kind, Load, Request, Status, Stop, encode
 
-KEEP_ENV = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "PYTHONPATH",
-    "VIRTUAL_ENV",
-    "CUDA_VISIBLE_DEVICES",
-    "TRITON_CACHE_DIR",
-    "TORCH_EXTENSIONS_DIR",
-    "CUDA_HOME",
-    "LD_LIBRARY_PATH",
-    "OMP_NUM_THREADS",
-    "NCCL_NVLS_ENABLE",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-    "NVSHMEM_DISABLE_NVLS",
-    "TORCH_CUDA_ARCH_LIST",
-    "CXX",
-    "RESCORE_WORKER_MAX_MEMORY",
-    "TORCHINDUCTOR_COMPILE_THREADS",
-)
+__all__ = ["Worker", "WorkerDied", "network_isolation", "request_with_retry", "run_with_retry"]
+
+log = logging.getLogger("rescore")
 MAX_LOADS = int(os.environ.get("RESCORE_WORKER_MAX_LOADS", "500"))  # then a fresh worker (bounded memory)
 MAX_RSS = int(float(os.environ.get("RESCORE_WORKER_MAX_RSS_GB", "8")) * (1 << 30))
 CLAIM_SCAN_BYTES = 1 << 20
@@ -68,22 +52,6 @@ class WorkerDied(Exception):
         self.findings = set(findings or ())
         self.signum = signum  # the signal that ended the worker, if one did
         self.kind = kind or outcome  # how it ended, in words that compare equal for the same death
-
-
-@functools.cache
-def network_isolation() -> list[str]:
-    """The command prefix that gives a worker a network namespace of its own, or [] where none can
-    be made (not root and no user namespaces, or RESCORE_NETNS=0): the audit hook is then the guard."""
-    if os.environ.get("RESCORE_NETNS", "1") in ("0", "off", "false") or not shutil.which("unshare"):
-        return []
-    for prefix in (["unshare", "--net"], ["unshare", "--map-root-user", "--net"]):
-        try:
-            ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ok = False
-        if ok:
-            return prefix
-    return []
 
 
 def _kill_wrapped_workers(root: int) -> bool:
@@ -113,19 +81,6 @@ def _kill_wrapped_workers(root: int) -> bool:
     return killed
 
 
-def writable_roots(scratch: str) -> list[str]:
-    """Folders a worker may write to: its scratch folder and the compilers' caches."""
-    home = Path.home()
-    roots = [
-        scratch,
-        os.environ.get("TRITON_CACHE_DIR") or str(home / ".triton"),
-        os.environ.get("TORCH_EXTENSIONS_DIR") or str(home / ".cache" / "torch_extensions"),
-        str(home / ".cache" / "torch"),
-        os.environ.get("CUDA_CACHE_PATH") or str(home / ".nv"),
-    ]
-    return [str(Path(r).expanduser().absolute()) for r in roots]
-
-
 def _absolute_job(job: dict) -> dict:
     """The job with relative source paths made absolute: the worker's cwd is its scratch folder."""
     job = dict(job)
@@ -142,8 +97,12 @@ class Worker:
     """A worker process and the pipes to it."""
 
     def __init__(self, device: str, budget: int, log_dir: str | None = None, wrapper: list[str] | None = None,
-                 extra_env: dict[str, str] | None = None, gpu: str | None = None, explain: bool = True):
+                 extra_env: dict[str, str] | None = None, gpu: str | None = None, explain: bool = True,
+                 share: DeviceShare | None = None):
         self.device, self.budget = device, budget
+        # The lock every request holds on the device and the memory this worker reserves there
+        # (`sharing.py`): a case that runs out of memory is retried with the device to itself.
+        self.share = share if share is not None else DeviceShare(device, gpu)
         # The device this worker runs on (CUDA_VISIBLE_DEVICES, `gpus.worker_gpu`); None leaves it as
         # inherited. Every restart starts on it again: a lost context costs the other GPUs nothing.
         self.gpu = gpu
@@ -173,20 +132,7 @@ class Worker:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         self.scratch = tempfile.mkdtemp(prefix="rescore-worker-")
-        env = {k: v for k, v in os.environ.items() if k in KEEP_ENV}
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env["TMPDIR"] = self.scratch
-        env["OMP_NUM_THREADS"] = "1"  # one core per worker (Snakemake sets it to the job's threads)
-        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # torch.compile in-process: no pool to sweep
-        env.setdefault("TRITON_CACHE_DIR", str(triton_cache_default()))
-        env["RESCORE_CUDA_CACHE"] = str(cuda_cache_root())
-        env["RESCORE_WRITABLE"] = os.pathsep.join(writable_roots(self.scratch))
-        src = str(SRC_ROOT)
-        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        if self.gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = self.gpu
-        env.update(self.extra_env)
+        env = worker_env(self.scratch, self.gpu, {**self.share.env(), **self.extra_env})
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"worker-{os.getpid()}-{self.starts}.log"
         self.log = open(self.log_path, "wb")
@@ -226,6 +172,7 @@ class Worker:
         self.loads = 0
 
     def stop(self) -> None:
+        self.share.release()
         if self.proc is None:
             return
         self._note_peak()
@@ -302,7 +249,14 @@ class Worker:
             self.start()
             if self.job is not None and not load:  # a fresh process's start is not the case's time
                 self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
-        return self._ask(encode(msg), timeout)
+        if load:
+            self.share.begin()
+        elif self.share.lock.held is None:  # a retry alone holds the device already: it waits for no one
+            self.share.reserve()
+        result = self._ask(encode(msg), timeout)
+        if load and self.share.lock.held is None:
+            self.share.reserve()  # the new submission's estimate, waited for outside its load's time
+        return result
 
     def _ask(self, wire: tuple, timeout: float):
         """Send one wire tuple (`protocol.encode`) and wait for its answer."""
@@ -310,17 +264,25 @@ class Worker:
             wire = (Kind.LOAD.value, _absolute_job(wire[1]))
             self.loads += 1
         token = os.urandom(16)
+        # A load holds no lock: it allocates little on the device and may build a CUDA extension
+        # for minutes, which a retry alone would wait for with every other shard stopped behind it.
+        held = self.share.lock.shared() if wire[0] != Kind.LOAD else contextlib.nullcontext()
         try:
-            self.send_conn.send((token, wire))
-            if not self.recv_conn.poll(timeout):
-                claims = self._claims()
-                self._kill()
-                self._close()
-                raise WorkerDied(Outcome.TIMEOUT, f"no answer within {timeout:g} s; the worker was killed", claims)
-            packet = self.recv_conn.recv()
+            with held:
+                self.send_conn.send((token, wire))
+                if not self.recv_conn.poll(timeout):
+                    claims = self._claims()
+                    self._kill()
+                    self._close()
+                    raise WorkerDied(Outcome.TIMEOUT, f"no answer within {timeout:g} s; the worker was killed",
+                                     claims)
+                packet = self.recv_conn.recv()
         except (EOFError, OSError, BrokenPipeError) as exc:
             code = self.proc.wait() if self.proc else None
             tail = self._tail()
+            if code == NO_DEVICE_EXIT:
+                self._close()
+                raise DeviceUnavailable(tail.rsplit(" | ", 1)[-1]) from exc
             found = self._claims()
             self._close()
             signum = -code if code is not None and code < 0 else None
@@ -341,6 +303,7 @@ class Worker:
             found.add("forged_result")  # more than one answer to one request: something else wrote too
             status = Status.RESTART
         self.last_rss = int(result.pop(RSS_KEY, 0) or 0)
+        self.share.observe(result.pop(MEMORY_KEY, None))
         self.peak_rss = max(self.peak_rss, self.last_rss)
         if status == Status.RESTART:
             self._kill()
@@ -366,10 +329,17 @@ def run_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 
     """One request; a worker that dies is restarted and the request retried `retries` times, unless
     the death is the candidate's own (a hang, a forged answer, a segfault or abort), which repeats.
 
-    Running out of memory is a fault of the run (several workers share a machine), not a verdict:
-    the case is retried alone and recorded `skipped` if it still cannot fit.
+    Running out of memory is a fault of the run (several workers share a device), not a verdict:
+    the request runs again with the device to itself, and is recorded `skipped` with the bytes
+    asked if it still cannot fit (`sharing.alone_result`).
     """
     return request_with_retry(worker, msg, timeout, retries)[0]
+
+
+def needs_device_alone(result: dict) -> bool:
+    """Whether a worker's answer asks for its request to run again with the device to itself: it
+    ran out of memory, or the reference failed at its own sizes (which a shared device explains)."""
+    return ALONE_KEY in result or result.get("outcome") == Outcome.OOM
 
 
 def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
@@ -377,24 +347,28 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
     `signal 11`, `exit code 0`, `a forged result`), else None: a runner
     settles a submission whose cases end the same way in a row (`pacing.py`)."""
     last: WorkerDied | None = None
-    for attempt in range(retries + 1):
+    alone = False  # the next attempt holds the device alone
+    deaths = 0
+    for _ in range(retries + 1):
         try:
-            result = worker.request(msg, timeout)
+            with worker.share.lock.exclusive() if alone else contextlib.nullcontext():
+                result = worker.request(msg, timeout)
+            if needs_device_alone(result) and not alone:
+                first = str(result.get("reason") or "")[:160]
+                with worker.share.lock.exclusive():
+                    result = worker.request(msg, timeout)
+                log.info("retried alone on %s (%s): %s", worker.share.key, first, result.get("outcome"))
+            result = alone_result(result, worker.device)
         except WorkerDied as died:
-            last = died
+            last, deaths = died, deaths + 1
             if died.outcome == Outcome.TIMEOUT or "forged_result" in died.findings or died.signum in CANDIDATE_SIGNALS:
                 break  # a hang would cost the timeout again; a forgery is deliberate; a segfault repeats
+            # a SIGKILL the harness did not send is most likely the host's OOM killer: retry alone
+            alone = died.signum == signal.SIGKILL
             continue
-        if result.get("outcome") == Outcome.OOM:
-            if attempt < retries:
-                time.sleep(1.0)
-                continue
-            return dict(
-                result, outcome=Outcome.SKIPPED, reason="out of memory on a shared machine: " + result.get("reason", "")
-            ), None
         return result, None
     assert last is not None
-    retried = " (after a retry)" if attempt else ""
+    retried = " (after a retry)" if deaths > 1 else ""
     out = {"outcome": last.outcome, "reason": last.reason + retried}
     if last.findings:
         out["findings"] = merge(last.findings)

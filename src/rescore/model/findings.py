@@ -34,9 +34,17 @@ FINDINGS: dict[str, str] = {
     "rlimit": "tried to raise its resource limits (blocked)",
     "background_thread": "left a thread running after the call (the worker was restarted)",
     "forged_result": "wrote to the harness's result channel",
+    "oom_where_reference_fits": "ran out of memory at sizes where the reference had just run, and again with the "
+    "device to itself (the case is `skipped`, not a failure: the harness holds the case's float64 inputs and "
+    "copies beside the candidate, so the reference ran with more room)",
     "wrong_when_timed": "the output of its last timed call was wrong (the timing table's timed_output): its "
     "times are not used; with a passing check, it answers differently when timed",
 }
+
+
+REFUSAL_FINDINGS: frozenset[str] = frozenset({"network", "subprocess", "fs_escape", "signals", "rlimit"})
+"""What the sandbox's audit hook refuses: a call it stopped is `skipped` with its reason (`refused by the
+sandbox: ...`), never the kernel's crash, and counted apart (illusion.parquet `refused_cases`)."""
 
 
 def merge(*groups: Iterable[str] | str | None) -> str | None:

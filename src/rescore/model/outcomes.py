@@ -35,7 +35,7 @@ class Outcome(ValueEnum):
     TIMEOUT = "timeout"
     DECLINED = "declined"  # the candidate's own code refused this input before launching anything
     SKIPPED = "skipped"  # this environment cannot run it (reason recorded)
-    OOM = "oom"  # a worker status, never recorded: the sandbox retries the case, then records SKIPPED
+    OOM = "oom"  # a worker status, never recorded: the case runs again with the device to itself, then SKIPPED
 
 
 class FixedVerdict(ValueEnum):
@@ -86,11 +86,18 @@ DIED: tuple[Outcome, ...] = (Outcome.CRASH, Outcome.TIMEOUT)  # a load whose wor
 NEEDS_GPU = "timing needs a CUDA GPU"  # the reason of a timing row no GPU could measure
 
 STOPPED_PREFIXES = ("submission budget of ", "settled: ")  # a case its submission's pacing never ran
+REFUSED_PREFIX = "refused by the sandbox: "  # a `skipped` case the candidate's refused call stopped (findings.py)
 
 
 def stopped_early(reason: object) -> bool:
     """Whether a `skipped` case's reason is a budget or settling stop (the case was never run)."""
     return isinstance(reason, str) and reason.startswith(STOPPED_PREFIXES)
+
+
+def refused(reason: object) -> bool:
+    """Whether a `skipped` case's reason is the sandbox's refusal of a call (a write outside, a socket,
+    a process): the case was not judged; the refusal is a finding, reported apart."""
+    return isinstance(reason, str) and reason.startswith(REFUSED_PREFIX)
 
 
 def settled_reason(rows: list[dict]) -> str | None:

@@ -15,6 +15,8 @@ import types
 
 import torch
 
+from rescore.model.oom import is_oom
+
 
 class ReferenceRejects(Exception):
     """The float64 reference raised on these sizes: the sizes are outside the problem's domain."""
@@ -71,6 +73,8 @@ class Reference:
                 if lowp_inputs is not None:
                     ref_lowp = reference_at(ref_model, lowp_inputs, device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again
+            if is_oom(exc):
+                raise  # no rejection: the device was short of memory (the case runs again alone)
             raise ReferenceRejects(f"{type(exc).__name__}: {exc}"[:300]) from exc
         truths = flatten(truth)
         if truths is None:

@@ -20,6 +20,40 @@ def resolve_device(device: str) -> str:
         return "cpu"
 
 
+NO_DEVICE_EXIT = 78  # a worker's exit code when its device cannot run here (EX_CONFIG): a usage error, no verdict
+
+
+class DeviceUnavailable(RuntimeError):
+    """The device a run asks for cannot run here (`--device cuda` without CUDA): a usage error of the
+    whole run, never a kernel's verdict. Its message is the one line to print."""
+
+
+def device_problem(device: str) -> str | None:
+    """Why `device` cannot run kernels on this machine, in one line that says what to do; None when it can."""
+    if device != "cuda":
+        return None
+    try:
+        import torch
+    except Exception as exc:  # pragma: no cover - torch is a dependency
+        return f"device cuda: torch cannot be imported ({exc}); install a CUDA build of torch"
+    if torch.version.cuda is None:
+        why = f"torch {torch.__version__} was built without CUDA"
+    elif not torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+        why = f"torch {torch.__version__} sees no CUDA GPU (CUDA_VISIBLE_DEVICES {visible})"
+    else:
+        return None
+    return (f"device cuda cannot run here: {why}; use --device cpu or auto (config: `device: cpu` or `auto`), "
+            "or run on a machine with a CUDA GPU and a CUDA build of torch")
+
+
+def require_device(device: str) -> None:
+    """Raise DeviceUnavailable when `device` cannot run here."""
+    problem = device_problem(device)
+    if problem:
+        raise DeviceUnavailable(problem)
+
+
 def timing_device(device: str) -> tuple[str, str]:
     """(cuda | cpu, why): `cpu` when the config says so, or when no CUDA GPU is visible to torch."""
     import torch

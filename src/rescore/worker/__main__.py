@@ -25,6 +25,12 @@ def main() -> None:
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     sys.dont_write_bytecode = True
+    from rescore.runtime.device import NO_DEVICE_EXIT, device_problem
+
+    problem = device_problem(args.device)
+    if problem:  # a usage error of the run, not a kernel's verdict: the parent raises DeviceUnavailable
+        print(problem, file=sys.stderr, flush=True)
+        os._exit(NO_DEVICE_EXIT)
     from rescore.worker import confine
 
     parent = os.getppid()

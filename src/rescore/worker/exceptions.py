@@ -1,20 +1,25 @@
 """What an exception raised by candidate code means: its outcome (`crash`, `declined`, `compile_error`,
-`oom`), where it was raised, and whether the worker's CUDA context survived it (docs/architecture.md,
-"Outcomes")."""
+`oom`, `skipped` for a call the sandbox refused), where it was raised, and whether the worker's CUDA
+context survived it (docs/architecture.md, "Outcomes")."""
 
 from __future__ import annotations
 
 import os
-import re
 import time
 import traceback
 from dataclasses import dataclass
 
 import torch
 
-from rescore.model.outcomes import Outcome
+from rescore.model.findings import REFUSAL_FINDINGS
+from rescore.model.oom import is_oom, requested_bytes
+from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 from rescore.runtime import interpreter
 from rescore.worker import confine
+from rescore.worker.protocol import ALONE_KEY
+
+__all__ = ["NeedsRestart", "Verdict", "classify_exception", "cuda_context_usable", "exceeds_worker_memory",
+           "harness_failure", "is_cuda_failure", "is_oom", "refusal", "requested_bytes", "verdict_of"]
 
 REFUSALS = (ValueError, TypeError, NotImplementedError)
 
@@ -28,10 +33,13 @@ class Verdict:
     outcome: Outcome
     reason: str = ""
     diagnosis: str | None = None  # set when the failure itself says why (an out-of-bounds access)
+    alone: dict | None = None  # out of memory: who asked and how much (`protocol.ALONE_KEY`)
 
     def row(self, row: dict, start: float) -> dict:
         """`row` completed as a failed call that began at perf_counter() `start`."""
-        extra = {"diagnosis": self.diagnosis} if self.diagnosis else {}
+        extra: dict = {"diagnosis": self.diagnosis} if self.diagnosis else {}
+        if self.alone is not None:
+            extra[ALONE_KEY] = self.alone
         return dict(row, outcome=self.outcome, reason=self.reason, wall_ms=1e3 * (time.perf_counter() - start), **extra)
 
 
@@ -55,13 +63,6 @@ def cuda_context_usable() -> bool:
         return False
 
 
-def is_oom(exc: BaseException) -> bool:
-    text = str(exc)
-    return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or any(
-        s in text for s in ("out of memory", "can't allocate memory", "Unable to allocate")
-    )
-
-
 def _frames(tb) -> list[str]:
     return [frame.f_code.co_filename for frame, _ in traceback.walk_tb(tb)]
 
@@ -81,6 +82,15 @@ def _where(exc: BaseException) -> str:
     return f" (at {os.path.basename(last.filename)}:{last.lineno})"
 
 
+def _caller(exc: BaseException, candidate_file: str | None) -> str:
+    """Where the refused call was made: the candidate's last line on the stack, else the last line
+    outside the audit hook that refused it."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_file(f.filename, confine.__file__)]
+    own = [f for f in frames if candidate_file and _is_file(f.filename, candidate_file)]
+    last = (own or frames or [None])[-1]
+    return f" (at {os.path.basename(last.filename)}:{last.lineno})" if last is not None else ""
+
+
 def _compile_error_text(name: str, message: str) -> str:
     """A Triton compilation error in one line: its position, the source line it points at and its
     last line (the cause), instead of the position alone that its first line holds."""
@@ -93,13 +103,62 @@ def _compile_error_text(name: str, message: str) -> str:
     return f"{name}: {lines[0]} `{source}`: {lines[-1].strip()}"[:500]
 
 
-def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdict:
-    """Map an exception raised while running the candidate to an outcome (docs/architecture.md, "Outcomes")."""
+SANDBOX = "rescore sandbox: "  # how the audit hook's PermissionError begins (`confine.Audit._deny`)
+
+
+def refusal(exc: BaseException) -> str | None:
+    """What the sandbox refused, when `exc` is (or wraps, or says in its message) the audit hook's
+    refusal; None for any other exception."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen and len(seen) < 6:
+        seen.append(exc)
+        text = str(exc)
+        if SANDBOX in text:
+            return text.split(SANDBOX, 1)[1].strip().splitlines()[0].removesuffix(" is not allowed")
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def oom_source(exc: BaseException, candidate_file: str | None) -> str:
+    """Who asked for the memory that was not there: the candidate when its file is on the stack, the
+    reference when the problem's reference module is, else the harness itself."""
+    files = _frames(exc.__traceback__)
+    if candidate_file and any(_is_file(f, candidate_file) for f in files):
+        return "the candidate"
+    if any(f.endswith(os.path.join("oracle", "reference.py")) or "rescore_problem_" in f for f in files):
+        return "the reference"
+    return "the harness"
+
+
+def oom_verdict(exc: BaseException, candidate_file: str | None, text: str, reference_ran: bool) -> Verdict:
+    """An out-of-memory verdict: its request runs again with the device to itself (`engine/sandbox.py`)."""
+    by = oom_source(exc, candidate_file)
+    alone = {"by": by, "bytes": requested_bytes(str(exc)), "reference_ran": reference_ran and by == "the candidate"}
+    return Verdict(Outcome.OOM, f"out of memory in {by}: {text}"[:500], alone=alone)
+
+
+def harness_failure(exc: BaseException, candidate_file: str | None) -> dict:
+    """The answer to a request whose harness code raised (outside any call into candidate code): out
+    of memory is retried alone (the reference's, or the harness's own copies); anything else is `crash`."""
+    text = f"{type(exc).__name__}: {exc}"
+    if is_oom(exc):
+        v = oom_verdict(exc, candidate_file, text.strip().splitlines()[0], reference_ran=False)
+        return {"outcome": v.outcome, "reason": v.reason, ALONE_KEY: v.alone}
+    return {"outcome": Outcome.CRASH, "reason": f"harness: {text}"[:500]}
+
+
+def classify_exception(exc: BaseException, candidate_file: str | None, reference_ran: bool = True) -> Verdict:
+    """Map an exception raised while running the candidate to an outcome (docs/architecture.md, "Outcomes").
+    `reference_ran`: the reference ran at the same sizes before the candidate (a fuzz case, the fixed check)."""
     name = type(exc).__name__
     module = type(exc).__module__ or ""
     text = f"{name}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
+    refused = refusal(exc)
+    if refused is not None:
+        return Verdict(Outcome.SKIPPED, f"{REFUSED_PREFIX}{refused}{_caller(exc, candidate_file)}; not judged, "
+                       "the refusal is reported apart (findings)"[:500])
     if is_oom(exc):
-        return Verdict(Outcome.OOM, text)
+        return oom_verdict(exc, candidate_file, text, reference_ran)
     if is_cuda_failure(exc):
         return Verdict(Outcome.CRASH, text + _where(exc))
     if isinstance(exc.__cause__, interpreter.OutOfBounds):  # the interpreter wraps kernel errors
@@ -116,10 +175,15 @@ def classify_exception(exc: BaseException, candidate_file: str | None) -> Verdic
 
 def verdict_of(exc: BaseException, findings: set[str], candidate_file: str | None, device: str) -> Verdict:
     """The verdict of an exception raised by a call into candidate code, adding to `findings` what it
-    shows (`exits`, `memory_hog`); raises NeedsRestart when it left the CUDA context unusable."""
+    shows (`exits`, `memory_hog`); raises NeedsRestart when it left the CUDA context unusable. A call
+    the sandbox refused (`findings` holds the refusal the audit hook recorded) is `skipped`, not the
+    kernel's crash: the refusal is what it showed, and it is reported apart."""
     if isinstance(exc, (SystemExit, KeyboardInterrupt)):
         findings.add("exits")
     v = classify_exception(exc, candidate_file)
+    if v.outcome == Outcome.SKIPPED and not findings & REFUSAL_FINDINGS:
+        # a message that only reads like a refusal: the audit hook refused nothing in this call
+        return Verdict(Outcome.CRASH, f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:400] + _where(exc))
     if v.outcome == Outcome.OOM and exceeds_worker_memory(exc, device):
         findings.add("memory_hog")
         return Verdict(Outcome.CRASH, f"{v.reason}: more memory than this worker may use")
@@ -138,17 +202,6 @@ def exceeds_worker_memory(exc: BaseException, device: str) -> bool:
     limit = confine.memory_cap()
     if asked is not None:
         return asked > limit
-    return confine.memory_available() > limit // 2  # nothing else is short of memory: it asked too much
-
-
-_SIZE = re.compile(r"(?:tried to allocate|unable to allocate)\s+([\d.]+)\s*(bytes|[KMGTP]i?B)", re.IGNORECASE)
-_UNITS = {"bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50}
-
-
-def requested_bytes(text: str) -> int | None:
-    """The size of a failed allocation, from torch's (CPU or CUDA) or numpy's message."""
-    m = _SIZE.search(text)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1))
+    # a host allocation of unknown size while nothing else is short of memory: it asked too much
+    # (a cuBLAS or cuDNN failure names no size either, and is retried alone instead)
+    return isinstance(exc, MemoryError) and confine.memory_available() > limit // 2

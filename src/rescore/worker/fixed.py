@@ -4,19 +4,23 @@ loaded problem and candidate with every call into candidate code guarded and the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import types
 
+from rescore.model.oom import is_oom, requested_bytes
 from rescore.model.outcomes import FixedVerdict, Outcome
 from rescore.oracle.fixed import kernelbench_check
 from rescore.oracle.reference import flatten
+from rescore.worker import footprint
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import verdict_of
 from rescore.worker.guard import Guard
 from rescore.worker.integrity import digest
 from rescore.worker.loading import cannot_run
 from rescore.worker.problem_schema import input_shapes
+from rescore.worker.protocol import ALONE_KEY, MEMORY_KEY
 from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
 
 
@@ -47,11 +51,12 @@ def run_fixed(ctx: WorkerContext, profile: str, dtype: str) -> dict:
     ref_ops, cand_ops = OpRecorder(), OpRecorder()
     launches = Launches.count
     last: list = []
+    peak = footprint.ReferencePeak(ctx.device)  # what the parent reserves for this submission (sharing.py)
     problem = types.SimpleNamespace(
         get_init_inputs=blaming_reference(loaded.problem.get_init_inputs),
         get_inputs=blaming_reference(loaded.problem.get_inputs),
         Model=blaming_reference(
-            lambda *init, m=loaded.problem.Model: Watched(m(*init), None, ref_ops, last)),
+            lambda *init, m=loaded.problem.Model: Watched(m(*init), None, ref_ops, last, peak)),
     )
     candidate = types.SimpleNamespace(
         ModelNew=lambda *init, _new=loaded.candidate.ModelNew: Watched(
@@ -61,10 +66,11 @@ def run_fixed(ctx: WorkerContext, profile: str, dtype: str) -> dict:
     try:
         result = kernelbench_check(problem, candidate, ctx.device, dtype, profile)
     except ReferenceFailed as exc:
-        reason = f"problem {loaded.job['problem']['path']}: the reference failed at its own sizes: {exc}"
-        return dict(row, outcome=Outcome.SKIPPED, reason=reason[:500])
+        return reference_failed(row, exc, loaded.job["problem"]["path"])
     except BaseException as exc:  # noqa: BLE001
         return verdict_of(exc, guard.findings, loaded.candidate_file, ctx.device).row(row, start)
+    if peak.peak:
+        row[MEMORY_KEY] = {"reference_peak": peak.peak}
     guard.findings |= kernel_findings(
         loaded.job["submission"]["language"], ref_ops.ops, cand_ops.ops, Launches.count - launches
     )
@@ -85,6 +91,19 @@ def run_fixed(ctx: WorkerContext, profile: str, dtype: str) -> dict:
         n_elements=len(trials),
         wall_ms=1e3 * (time.perf_counter() - start),
     )
+
+
+def reference_failed(row: dict, exc: Exception, path: str) -> dict:
+    """The row of a fixed check whose reference failed at its own sizes: never the candidate's verdict.
+    It runs again with the device to itself first (`protocol.ALONE_KEY`): beside other workers the
+    reference can run out of memory, in any of the forms that takes (`model/oom.py`)."""
+    cause = exc.__cause__ or exc
+    if is_oom(cause):
+        reason = f"out of memory in the reference at its own sizes (problem {path}): {exc}"
+        alone = {"by": "the reference", "bytes": requested_bytes(str(exc)), "reference_ran": False}
+        return dict(row, outcome=Outcome.OOM, reason=reason[:500], **{ALONE_KEY: alone})
+    reason = f"problem {path}: the reference failed at its own sizes: {exc}"
+    return dict(row, outcome=Outcome.SKIPPED, reason=reason[:500], **{ALONE_KEY: {"by": "the reference"}})
 
 
 class ReferenceFailed(Exception):
@@ -113,9 +132,11 @@ class Watched:
     The reference's wrapper (no guard) keeps its last outputs in `last`, so that a candidate
     that returns the reference's own output tensor (found in memory) is noticed."""
 
-    def __init__(self, model, guard: Guard | None, record: OpRecorder, last: list | None = None):
+    def __init__(self, model, guard: Guard | None, record: OpRecorder, last: list | None = None,
+                 peak: footprint.ReferencePeak | None = None):
         self._model, self._guard, self._record = model, guard, record
         self._last = last if last is not None else []
+        self._peak = peak if peak is not None else contextlib.nullcontext()
 
     def to(self, *args, **kwargs) -> Watched:
         if self._guard is None:
@@ -127,7 +148,7 @@ class Watched:
     def __call__(self, *args, **kwargs):
         if self._guard is None:
             try:
-                with self._record:
+                with self._record, self._peak:
                     out = self._model(*args, **kwargs)
             except Exception as exc:
                 raise ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc

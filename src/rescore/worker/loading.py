@@ -12,16 +12,18 @@ import types
 
 import torch
 
+from rescore.model.findings import REFUSAL_FINDINGS
 from rescore.model.outcomes import Outcome
 from rescore.model.records import module_int_names
 from rescore.model.schema import OpSchema
 from rescore.model.sources import source_defect
 from rescore.runtime.modules import load_module
-from rescore.worker.exceptions import Verdict
+from rescore.worker.exceptions import Verdict, classify_exception
 from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.prebuilt import activate, recorded_failure
 from rescore.worker.problem_schema import infer_schema, schema_from_spec
+from rescore.worker.protocol import ALONE_KEY
 from rescore.worker.usage import reference_findings
 
 
@@ -91,9 +93,21 @@ def load_candidate(guard: Guard, sub: dict) -> tuple[types.ModuleType | None, Ve
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             guard.findings.add("exits")
             return None, Verdict(Outcome.CRASH, f"{type(exc).__name__} raised while importing the submission")
-        if isinstance(exc, PermissionError) and "rescore sandbox" in str(exc):
-            return None, Verdict(Outcome.CRASH, f"{type(exc).__name__}: {exc}"[:500])
+        verdict = classify_exception(exc, sub["path"], reference_ran=False)
+        if verdict.outcome == Outcome.OOM or (verdict.outcome == Outcome.SKIPPED and guard.findings & REFUSAL_FINDINGS):
+            return None, verdict  # out of memory: loaded again alone (`settle_load`); a refused call: `skipped`
         return None, Verdict(Outcome.COMPILE_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+
+
+def settle_load(loaded: Loaded, answer: dict) -> dict:
+    """A load that ran out of memory answers `oom`, so that the parent loads it again with the device
+    to itself; the job keeps a `skipped` verdict for its cases in case that fails too."""
+    error = loaded.load_error
+    if error is None or error.outcome != Outcome.OOM:
+        return answer
+    loaded.load_error = Verdict(Outcome.SKIPPED, f"loading the submission ran out of memory, also with the device "
+                                f"to itself: {error.reason}"[:500])
+    return dict(answer, outcome=Outcome.OOM, reason=error.reason, **{ALONE_KEY: error.alone})
 
 
 def use_prebuild(source: str, guard: Guard) -> str | None:

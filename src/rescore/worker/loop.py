@@ -10,8 +10,8 @@ import sys
 import torch
 
 from rescore.model.outcomes import Outcome
-from rescore.worker import confine, protocol
-from rescore.worker.exceptions import NeedsRestart
+from rescore.worker import confine, footprint, loading, protocol
+from rescore.worker.exceptions import NeedsRestart, harness_failure
 from rescore.worker.executor import Executor
 
 
@@ -50,7 +50,11 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
         try:
             match protocol.decode(wire):
                 case protocol.Load(job):
-                    result = executor.load(job)
+                    footprint.release(device)  # the previous submission's cache is not this one's need
+                    result = loading.settle_load(executor.loaded, executor.load(job))
+                    if footprint.wanted(device) and executor.loaded.problem is not None:
+                        estimate = footprint.estimate_reference(executor.loaded.problem)
+                        result[protocol.MEMORY_KEY] = {"estimate": estimate}
                 case protocol.Fixed(profile, dtype):
                     result = executor.run_fixed(profile, dtype)
                 case protocol.Case(strategy, seed, dtype, override):
@@ -62,11 +66,12 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
         except NeedsRestart as exc:
             status, result = protocol.Status.RESTART, {"outcome": Outcome.CRASH, "reason": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
-            result = {"outcome": Outcome.CRASH, "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
+            result = harness_failure(exc, executor.candidate_file)
         executor.guard.police(None)  # whatever ran last, the answer is sent by an intact harness
         if executor.guard.restart:
             status = protocol.Status.RESTART
-        result = protocol.plain(result)
+        result = footprint.report(device, protocol.plain(result))
+        footprint.hand_back(device, result.get("outcome") == Outcome.OOM)
         result[protocol.RSS_KEY] = _rss()
         conn.send((token, status.value, result) if token is not None else (status.value, result))
         sys.stdout.flush()

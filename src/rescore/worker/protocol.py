@@ -11,7 +11,8 @@ The only worker module the parent imports (the `worker` contract of `.importlint
     Stop()                      -> ("stop",)
 
 A request travels as (token, wire); its answer as (token, status, row), `status` a `Status` value
-and `row` a plain dict holding the worker's resident memory under RSS_KEY.
+and `row` a plain dict holding the worker's resident memory under RSS_KEY (and, on a shared device,
+its memory under MEMORY_KEY; a request to run again alone under ALONE_KEY).
 """
 
 from __future__ import annotations
@@ -85,6 +86,13 @@ class Status(str, Enum):
 
 
 RSS_KEY = "_rss"  # the worker's resident memory in bytes, in every answer (taken out by the parent)
+# What the worker's allocator holds and what its submission is expected to need, on a device whose
+# memory is shared (`engine/sharing.py`): {"reserved", "total", "estimate", "reference_peak"} (bytes).
+MEMORY_KEY = "_memory"
+# In an answer whose request should run again with the device to itself (out of memory, or the
+# reference failing at its own sizes): {"by": who ran out, "bytes": asked or None, "reference_ran":
+# the reference ran at the same sizes first}. Taken out by the parent (`sharing.alone_result`).
+ALONE_KEY = "_alone"
 
 
 class UnknownMessage(ValueError):

@@ -1,0 +1,134 @@
+"""One worker's part in sharing its device (`runtime/device_share.py`): the lock it holds around each
+request, and the memory it reserves for the submission it runs.
+
+What a submission needs is estimated from the worker's own answers (`protocol.MEMORY_KEY`): at load,
+the reference's peak at the benchmark's sizes traced on the meta device (`worker/footprint.py`); after
+the fixed check, the peak it measured around the reference there; after every request, the memory
+the worker's allocator holds. The reservation is
+
+    CONTEXT_BYTES + max(FACTOR x the reference's peak, what the worker was seen to hold)
+
+FACTOR = 3: a fuzz case holds the float64 truth (twice the reference's float32 bytes) beside the
+candidate's run (about one reference's worth) at the benchmark's sizes (`benchmark_shape`), and
+the fixed check both models' outputs at once. The capacity is USABLE of the device's memory, the
+rest left to the driver and fragmentation. On the CPU nothing is reserved (the host's memory is
+bounded per worker by its rlimit) unless a capacity is given (the tests' stand-ins).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+from rescore.engine.gpus import visible_device
+from rescore.model.findings import merge
+from rescore.model.oom import alone_reason, size_text
+from rescore.model.outcomes import Outcome
+from rescore.runtime.device_share import DeviceLock, Ledger, share_folder
+from rescore.worker.protocol import ALONE_KEY
+
+log = logging.getLogger("rescore")
+
+CONTEXT_BYTES = 768 << 20
+"""A CUDA worker's own memory besides its tensors: the context, cuBLAS and cuDNN handles and workspaces
+(torch 2.11 on an H100: about 0.5 to 0.7 GiB per process)."""
+FACTOR = 3
+USABLE = 0.9
+MEASURE_ENV = "RESCORE_MEASURE_MEMORY"  # tells a CPU worker to estimate its submissions' memory too
+WAIT_NOTE_S = 1.0  # a reservation that waited longer than this is logged
+
+
+class DeviceShare:
+    """The lock and the reservation of one `sandbox.Worker` on its device."""
+
+    def __init__(self, device: str, gpu: str | None = None, capacity: int | None = None,
+                 folder: os.PathLike | None = None):
+        self.device = device
+        name = gpu if gpu is not None else visible_device(0)  # an index, a UUID or a MIG path
+        self.key = "gpu-" + re.sub(r"[^A-Za-z0-9._-]", "_", name) if device == "cuda" else "host"
+        root = Path(folder) if folder is not None else share_folder()
+        self.lock = DeviceLock(root, self.key)
+        self.ledger = Ledger(root, self.key)
+        self.capacity = capacity  # bytes all holders may reserve together; from the worker's answers on a GPU
+        self.owner = f"{os.getpid()}-{id(self)}"
+        self.reference_bytes = 0  # the current submission's reference peak (estimated, then measured)
+        self.measured = False  # reference_bytes was measured (the fixed check), not traced
+        self.seen_bytes = 0  # the most the worker's allocator held during this submission
+        self.held = 0  # what the ledger grants this worker now
+        self.waited_s = 0.0  # time spent waiting for capacity, over the worker's life
+
+    @property
+    def waited(self) -> float:
+        """Seconds this worker spent waiting for its device (the lock and the ledger): the run's
+        sharing, not the submission's own time (a runner may leave it out of a budget)."""
+        return self.waited_s + self.lock.waited_s
+
+    def env(self) -> dict[str, str]:
+        """What the worker is told (where a waiting retry shows; whether to estimate memory on the CPU)."""
+        env = self.lock.env()
+        if self.device != "cuda" and self.capacity is not None:
+            env[MEASURE_ENV] = "1"
+        return env
+
+    def needed(self) -> int:
+        return CONTEXT_BYTES + max(FACTOR * self.reference_bytes, self.seen_bytes)
+
+    def begin(self) -> None:
+        """A new submission: nothing known of what it needs until its load answers."""
+        self.reference_bytes, self.measured, self.seen_bytes = 0, False, 0
+
+    def observe(self, memory: dict | None) -> None:
+        """Take in a worker's memory report (`protocol.MEMORY_KEY`): the device's size, the reference's
+        traced peak (at load), its measured peak (the fixed check), what the allocator holds."""
+        memory = memory or {}
+        if memory.get("total"):
+            self.capacity = int(USABLE * memory["total"])
+        if memory.get("reference_peak"):
+            if not self.measured:  # how good the trace was, for the run's logs
+                log.info("reference peak on %s: traced %s, measured %s", self.key, size_text(self.reference_bytes),
+                         size_text(int(memory["reference_peak"])))
+            self.reference_bytes, self.measured = int(memory["reference_peak"]), True  # measured beats traced
+        elif memory.get("estimate") and not self.measured:
+            self.reference_bytes = max(self.reference_bytes, int(memory["estimate"]))
+        self.seen_bytes = max(self.seen_bytes, int(memory.get("reserved") or 0))
+
+    def reserve(self) -> None:
+        """Hold what the submission needs before its next request, waiting while the device is full."""
+        if self.capacity is None:
+            return
+        need = self.needed()
+        if need == self.held:
+            return
+        waited = self.ledger.reserve(self.owner, need, self.capacity)
+        self.held = need
+        self.waited_s += waited
+        if waited > WAIT_NOTE_S:
+            log.info("waited %.1f s for %s of %s's memory (capacity %s)", waited, size_text(need), self.key,
+                     size_text(self.capacity))
+
+    def release(self) -> None:
+        if self.held:
+            self.ledger.release(self.owner)
+            self.held = 0
+
+    def close(self) -> None:
+        self.release()
+        self.lock.close()
+        self.ledger.close()
+
+
+def alone_result(result: dict, device: str) -> dict:
+    """The row of a request that ran with the device to itself (or never needed to): still out of
+    memory, it is `skipped` with the bytes asked, never a failure; the candidate's own allocation
+    failing where the reference ran at the same sizes is also the finding `oom_where_reference_fits`."""
+    alone = result.pop(ALONE_KEY, None) or {}
+    if result.get("outcome") != Outcome.OOM:
+        return result
+    by = alone.get("by") or "the harness"
+    out = dict(result, outcome=Outcome.SKIPPED, reason=alone_reason(by, alone.get("bytes"), device,
+                                                                     str(result.get("reason") or "")))
+    if alone.get("reference_ran"):
+        out["findings"] = merge(result.get("findings"), ["oom_where_reference_fits"])
+    return out

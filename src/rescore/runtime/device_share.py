@@ -1,0 +1,223 @@
+"""How the processes that run kernels on one device share it: a lock for a retry with the device to
+itself, and a ledger of the memory each one expects to use (docs/architecture.md, "Sharing a device").
+
+Both are files in one folder per machine (`share_folder`), locked with flock(2): the kernel drops a
+process's locks when it dies, so a killed shard never leaves a device locked, and the ledger drops
+the entries of processes that are gone. Plain Python, no torch: the parent holds the lock and the
+ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
+
+- `DeviceLock`: every request to a worker holds it shared, a retry alone holds it exclusive. A retry
+  that waits first takes a turnstile that every shared holder passes on its way in, so new requests
+  queue behind it instead of starving it; it also holds the `waiting` file (shared) while it waits and
+  runs, which tells the workers to hand their cached GPU memory back after their request.
+- `Ledger`: each holder reserves the bytes it expects its submission to need and waits while the
+  device's capacity is taken. A request counts every earlier one still waiting as held, so it goes
+  ahead of them only when all fit, and a stream of small requests never starves a big one; a
+  request larger than the whole capacity is granted when nothing else is held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+WAITING_ENV = "RESCORE_DEVICE_WAITING"  # a worker's path to its device's `waiting` file
+LOCK_ENV = "RESCORE_DEVICE_LOCK"  # a worker's path to its device's lock file (the tests' stand-in kernels read it)
+
+
+def share_folder() -> Path:
+    """Where the locks and ledgers live: $RESCORE_DEVICE_SHARE, else one folder per user (and per SLURM
+    job, whose devices are its own) in the machine's temporary folder, so that every run on this
+    machine, from any working directory, shares a device's memory with the others."""
+    env = os.environ.get("RESCORE_DEVICE_SHARE")
+    if env:
+        return Path(env)
+    job = os.environ.get("SLURM_JOB_ID")
+    name = f"rescore-device-share-{os.getuid()}" + (f"-job{job}" if job else "")
+    return Path(tempfile.gettempdir()) / name
+
+
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+
+class DeviceLock:
+    """A readers-writer lock on one device, across processes, with the writer (a retry alone) first."""
+
+    def __init__(self, folder: Path, key: str):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.paths = {name: folder / f"{key}.{name}" for name in ("lock", "turnstile", "waiting")}
+        self.fds = {name: _open(path) for name, path in self.paths.items()}
+        self.held: str | None = None
+        self.waited_s = 0.0  # seconds spent waiting for the lock, over this holder's life
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """Held while one request runs; a no-op inside `exclusive` (the retry alone is that request)."""
+        if self.held is not None:
+            yield
+            return
+        began = time.monotonic()
+        fcntl.flock(self.fds["turnstile"], fcntl.LOCK_EX)  # behind any retry already waiting
+        try:
+            fcntl.flock(self.fds["lock"], fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.fds["turnstile"], fcntl.LOCK_UN)
+        self.waited_s += time.monotonic() - began
+        self.held = "shared"
+        try:
+            yield
+        finally:
+            self.held = None
+            fcntl.flock(self.fds["lock"], fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """The device to this holder alone: waits for the requests running now, lets no new one start."""
+        if self.held == "exclusive":
+            yield
+            return
+        assert self.held is None, "a retry alone is taken between requests, never inside one"
+        began = time.monotonic()
+        fcntl.flock(self.fds["waiting"], fcntl.LOCK_SH)  # the workers hand their cached memory back
+        fcntl.flock(self.fds["turnstile"], fcntl.LOCK_EX)  # no new request gets in
+        fcntl.flock(self.fds["lock"], fcntl.LOCK_EX)  # the running ones have ended
+        self.waited_s += time.monotonic() - began
+        self.held = "exclusive"
+        try:
+            yield
+        finally:
+            self.held = None
+            for name in ("lock", "turnstile", "waiting"):
+                fcntl.flock(self.fds[name], fcntl.LOCK_UN)
+
+    def env(self) -> dict[str, str]:
+        """What a worker on this device is told: where to look for a waiting retry."""
+        return {WAITING_ENV: str(self.paths["waiting"]), LOCK_ENV: str(self.paths["lock"])}
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
+
+
+def retry_waiting(path: str | None = None) -> bool:
+    """(In a worker.) Whether a retry alone is waiting for, or holding, this worker's device: the
+    `waiting` file is then locked shared, and a non-blocking exclusive lock on it fails."""
+    path = path or os.environ.get(WAITING_ENV)
+    if not path:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's own lock
+    return False
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat), None when it is gone:
+    a pid the system reused for another process does not keep a dead holder's entry alive."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return ""
+        return ""  # no /proc: alive, start unknown
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def holder_id() -> dict:
+    """This process as a ledger entry names it."""
+    return {"pid": os.getpid(), "start": _start_time(os.getpid())}
+
+
+def _alive(entry: dict) -> bool:
+    start = _start_time(int(entry.get("pid", 0)))
+    return start is not None and (not entry.get("start") or not start or start == entry["start"])
+
+
+class Ledger:
+    """The bytes each holder expects to use on one device, and who waits for what."""
+
+    def __init__(self, folder: Path, key: str, poll_s: float = 0.25, sleep: Callable[[float], None] = time.sleep):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{key}.ledger.json"
+        self.fd = _open(self.path)
+        self.poll_s, self.sleep = poll_s, sleep
+
+    def _edit(self, change: Callable[[dict], object]) -> object:
+        """Apply `change` to the ledger (live entries only) under its lock, write it back, return its result."""
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            raw = os.pread(self.fd, 1 << 24, 0)
+            try:
+                state = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                state = {}  # a ledger torn by a crash mid-write: the holders re-register on their next request
+            state["entries"] = {k: e for k, e in (state.get("entries") or {}).items() if _alive(e)}
+            state.setdefault("next", 0)
+            result = change(state)
+            data = json.dumps(state).encode()
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, data, 0)
+            return result
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def entries(self) -> dict[str, dict]:
+        return dict(self._edit(lambda state: dict(state["entries"])))
+
+    def reserve(self, owner: str, nbytes: int, capacity: int) -> float:
+        """Hold `nbytes` of the device for `owner` (a reservation it held before is replaced: it keeps
+        holding that while it waits for more); returns the seconds it waited."""
+        began = time.monotonic()
+        me = dict(holder_id())
+
+        def attempt(state: dict) -> bool:
+            entries = state["entries"]
+            own = entries.get(owner)
+            if own is None:
+                own = entries[owner] = dict(me, held=0, want=None, order=0)
+            if nbytes <= own["held"]:
+                own.update(held=nbytes, want=None)
+                return True
+            if own["want"] is None:
+                state["next"] += 1
+                own.update(want=nbytes, order=state["next"])
+            own["want"] = nbytes
+            others = sum(e["held"] for k, e in entries.items() if k != owner)
+            ahead = [e for k, e in entries.items()
+                     if k != owner and e["want"] is not None and e["order"] < own["order"]]
+            extra = sum(max(0, e["want"] - e["held"]) for e in ahead)
+            if others + extra + nbytes <= capacity or (not ahead and others == 0):
+                own.update(held=nbytes, want=None)
+                return True
+            return False
+
+        while not self._edit(attempt):
+            self.sleep(self.poll_s)
+        return time.monotonic() - began
+
+    def release(self, owner: str) -> None:
+        self._edit(lambda state: state["entries"].pop(owner, None))
+
+    def close(self) -> None:
+        os.close(self.fd)

@@ -1,0 +1,177 @@
+"""Sharing one device between workers (runtime/device_share.py, engine/sharing.py), plain Python: the
+lock's retry alone comes first and waits for the running requests; the ledger grants memory in
+order, drops the entries of dead processes and never lets a small request starve an earlier big
+one; the reservation follows the reference's peak; every form an out-of-memory error took on the
+H100 run is recognised as one (model/oom.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from rescore.engine.sharing import CONTEXT_BYTES, FACTOR, USABLE, DeviceShare, alone_result
+from rescore.model.oom import is_oom, requested_bytes
+from rescore.model.outcomes import Outcome
+from rescore.runtime.device_share import DeviceLock, Ledger, retry_waiting
+from rescore.worker.protocol import ALONE_KEY
+
+
+def test_a_retry_alone_waits_for_running_requests_and_goes_before_new_ones(tmp_path):
+    running, retry, late = (DeviceLock(tmp_path, "gpu-0") for _ in range(3))
+    order: list[str] = []
+    started = threading.Event()
+
+    def run_request() -> None:
+        with running.shared():
+            started.set()
+            time.sleep(0.6)
+            order.append("running request ends")
+
+    def retry_alone() -> None:
+        with retry.exclusive():
+            order.append("retry alone")
+            time.sleep(0.3)
+
+    def later_request() -> None:
+        with late.shared():
+            order.append("later request")
+
+    threads = [threading.Thread(target=run_request)]
+    threads[0].start()
+    started.wait(5)
+    threads.append(threading.Thread(target=retry_alone))
+    threads[1].start()
+    time.sleep(0.2)  # the retry is waiting now
+    assert retry_waiting(str(running.paths["waiting"]))  # what a worker reads to hand its cache back
+    threads.append(threading.Thread(target=later_request))
+    threads[2].start()
+    for t in threads:
+        t.join(10)
+    assert order == ["running request ends", "retry alone", "later request"]
+    assert not retry_waiting(str(running.paths["waiting"]))
+
+
+def test_the_ledger_grants_in_order_and_a_release_lets_the_next_in(tmp_path):
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    assert ledger.reserve("a", 60, 100) < 0.5
+    granted: list[str] = []
+
+    def reserve(owner: str, nbytes: int) -> None:
+        Ledger(tmp_path, "gpu-0", poll_s=0.01).reserve(owner, nbytes, 100)
+        granted.append(owner)
+
+    b = threading.Thread(target=reserve, args=("b", 50))
+    b.start()
+    time.sleep(0.3)
+    # c would fit beside a (60 + 30), but not beside b's earlier request as well: it waits its turn
+    c = threading.Thread(target=reserve, args=("c", 30))
+    c.start()
+    time.sleep(0.3)
+    assert granted == []
+    ledger.release("a")
+    b.join(5)
+    c.join(5)
+    assert sorted(granted) == ["b", "c"]  # both fit now: c may go first, since it delays b no longer
+    assert {k: e["held"] for k, e in ledger.entries().items()} == {"b": 50, "c": 30}
+
+
+def test_entries_of_processes_that_are_gone_are_dropped(tmp_path):
+    gone = subprocess.Popen(["sleep", "30"])
+    Ledger(tmp_path, "gpu-0").reserve("a", 90, 100)  # this process
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    # an entry of another process, as its shard left it
+    ledger._edit(lambda state: state["entries"].update(
+        {"dead-shard": {"pid": gone.pid, "start": None, "held": 90, "want": None, "order": 0}}))
+    assert "dead-shard" in ledger.entries()
+    gone.kill()
+    gone.wait()
+    assert "dead-shard" not in ledger.entries()
+
+
+def test_a_request_larger_than_the_device_runs_when_nothing_else_is_held(tmp_path):
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    assert ledger.reserve("huge", 500, 100) < 0.5
+    assert ledger.entries()["huge"]["held"] == 500
+
+
+def test_the_reservation_follows_the_reference_peak_then_what_the_worker_held(tmp_path):
+    share = DeviceShare("cuda", gpu="3", folder=tmp_path)
+    assert share.key == "gpu-3" and share.capacity is None
+    share.begin()
+    share.observe({"estimate": 1 << 30, "total": 80 << 30})  # the load: the traced peak, the device's size
+    assert share.capacity == int(USABLE * (80 << 30))
+    assert share.needed() == CONTEXT_BYTES + FACTOR * (1 << 30)
+    share.observe({"reference_peak": 2 << 30, "reserved": 1 << 30})  # the fixed check measured more
+    assert share.needed() == CONTEXT_BYTES + FACTOR * (2 << 30)
+    share.observe({"estimate": 5 << 30, "reserved": 9 << 30})  # a re-load's trace no longer counts
+    assert share.needed() == CONTEXT_BYTES + (9 << 30)  # what the allocator held, when that is more
+    share.reserve()
+    assert Ledger(tmp_path, "gpu-3").entries()[share.owner]["held"] == share.needed()
+    share.begin()
+    share.observe({"estimate": 1 << 20})
+    share.reserve()  # the next submission needs less: the reservation shrinks without waiting
+    assert Ledger(tmp_path, "gpu-3").entries()[share.owner]["held"] == CONTEXT_BYTES + FACTOR * (1 << 20)
+    share.close()
+    assert share.owner not in Ledger(tmp_path, "gpu-3").entries()
+
+
+def test_a_result_that_still_ran_out_alone_is_skipped_with_the_bytes():
+    row = {"outcome": Outcome.OOM, "reason": "out of memory in the candidate: OutOfMemoryError: ...",
+           ALONE_KEY: {"by": "the candidate", "bytes": int(1.65 * 2**30), "reference_ran": True}}
+    out = alone_result(dict(row), "cuda")
+    assert out["outcome"] == Outcome.SKIPPED and ALONE_KEY not in out
+    assert out["reason"].startswith("out of memory with the GPU to itself: the candidate asked for 1.65 GiB")
+    assert out["findings"] == "oom_where_reference_fits"
+    harness = alone_result({"outcome": Outcome.OOM, "reason": "cuBLAS", ALONE_KEY: {"by": "the harness"}}, "cuda")
+    assert "an amount the message does not name" in harness["reason"] and not harness.get("findings")
+    passed = alone_result({"outcome": Outcome.PASS, ALONE_KEY: {"by": "the candidate"}}, "cuda")
+    assert passed == {"outcome": Outcome.PASS}
+
+
+class AcceleratorError(RuntimeError):
+    """Stands for torch's AcceleratorError (torch 2.11), which the H100 run raised."""
+
+
+class OutOfMemoryError(RuntimeError):
+    """Stands for torch.OutOfMemoryError by name, as a module without torch sees it."""
+
+
+def _wrapped() -> BaseException:
+    try:
+        try:
+            raise OutOfMemoryError("CUDA out of memory. Tried to allocate 256.00 MiB.")
+        except OutOfMemoryError as inner:
+            raise RuntimeError("the reference failed") from inner
+    except RuntimeError as outer:
+        return outer
+
+
+@pytest.mark.parametrize("exc, asked", [
+    (OutOfMemoryError("CUDA out of memory. Tried to allocate 1.65 GiB. GPU 0 has a total capacity of 79.18 GiB"),
+     int(1.65 * 2**30)),
+    (AcceleratorError("CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation'"), None),
+    (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), None),
+    (RuntimeError("CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"), None),
+    (RuntimeError("cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"), None),
+    (RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"), None),
+    (MemoryError(), None),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 17592186044416 bytes."), 1 << 44),
+    (ValueError("Unable to allocate 1.00 GiB for an array with shape (268435456,)"), 1 << 30),
+    (_wrapped(), None),
+])
+def test_every_form_of_out_of_memory_is_recognised(exc, asked):
+    assert is_oom(exc)
+    assert requested_bytes(str(exc)) == asked
+
+
+@pytest.mark.parametrize("exc", [
+    RuntimeError("CUDA error: an illegal memory access was encountered"),
+    RuntimeError("out of resource: shared memory, Required: 262144, Hardware limit: 232448"),
+    RuntimeError("cuDNN error: CUDNN_STATUS_BAD_PARAM"),
+    ValueError("expected a tensor of 4 dimensions"),
+])
+def test_other_failures_are_not_out_of_memory(exc):
+    assert not is_oom(exc)

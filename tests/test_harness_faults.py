@@ -1,0 +1,235 @@
+"""The harness's own faults are never a kernel's verdict (issue 28, item 3), on the CPU with stand-ins
+(tests/fixtures/harness/): running out of memory beside other workers is retried with the device to
+itself, and `skipped` with the bytes asked when it persists; the fixed check gets the same; the
+caches libraries write have a place in the worker; a call the sandbox refuses is `skipped` with what
+was refused and counted apart, never an illusion; `--device cuda` without CUDA is a usage error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from conftest import REPO, TOY
+
+from rescore import stages
+from rescore.analysis.study import illusion_table
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.engine.sandbox import Worker
+from rescore.engine.sharing import CONTEXT_BYTES, FACTOR, DeviceShare
+from rescore.engine.worker_env import worker_env
+from rescore.model.findings import split
+from rescore.model.language import detect_language
+from rescore.model.outcomes import REFUSED_PREFIX, Outcome
+from rescore.model.records import Problem, Submission
+from rescore.runtime.device import DeviceUnavailable
+from rescore.runtime.device_share import DeviceLock, Ledger
+
+FIX = REPO / "tests" / "fixtures" / "harness"
+CFG = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
+
+
+def stand_in(candidate: str, problem: Path = TOY / "problem_scale.py") -> Submission:
+    p = Problem(problem_id=f"harness/{problem.stem}", source=problem.read_text(), path=str(problem), op=problem.stem)
+    path = FIX / candidate if (FIX / candidate).exists() else TOY / candidate
+    src = path.read_text()
+    return Submission(name=path.stem, problem=p, source=src, path=str(path), language=detect_language(src),
+                      dtypes=("float32",))
+
+
+@pytest.fixture(scope="module")
+def share_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("device-share")
+
+
+@pytest.fixture(scope="module")
+def shared_worker(share_dir):
+    """A CPU worker whose device lock lives where the test's other "worker" takes it too."""
+    w = Worker("cpu", 1 << 15, share=DeviceShare("cpu", folder=share_dir))
+    yield w
+    w.stop()
+
+
+def other_worker_holds(share_dir: Path, seconds: float) -> tuple[threading.Thread, list[float]]:
+    """Another worker's request on the same device: the lock held shared for `seconds`; the list gets
+    the time it let go."""
+    taken, released = threading.Event(), []
+
+    def hold() -> None:
+        lock = DeviceLock(share_dir, "host")
+        with lock.shared():
+            taken.set()
+            time.sleep(seconds)
+            released.append(time.monotonic())
+        lock.close()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    taken.wait(10)
+    return t, released
+
+
+# -- out of memory beside other workers: again with the device to itself --------------------------
+
+
+@pytest.mark.parametrize("candidate", ["oom_while_shared.py", "cublas_while_shared.py"])
+def test_out_of_memory_beside_another_worker_passes_when_retried_alone(candidate, shared_worker, share_dir):
+    """torch's OutOfMemoryError and cuBLAS's CUBLAS_STATUS_ALLOC_FAILED while another worker holds the
+    device: each case (the fixed check too) runs again once the other has let go, alone, and passes."""
+    other, released = other_worker_holds(share_dir, 1.5)
+    rows = run_submission(stand_in(candidate), CFG, shared_worker)
+    done = time.monotonic()
+    other.join()
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3, [r.get("reason") for r in rows]
+    assert released and done >= released[0]  # the retry alone waited for the other worker's request
+    assert not any(r.get("findings") for r in rows)
+
+
+def test_out_of_memory_alone_too_is_skipped_with_the_bytes_asked(shared_worker):
+    rows = run_submission(stand_in("always_oom.py"), CFG, shared_worker)
+    assert [r["outcome"] for r in rows] == [Outcome.SKIPPED] * 3, [r.get("reason") for r in rows]
+    for r in rows:
+        assert r["reason"].startswith("out of memory with the host to itself: the candidate asked for 3.00 GiB")
+        assert "oom_where_reference_fits" in split(r.get("findings"))  # the reference ran at those sizes
+    subs = pd.DataFrame([stand_in("always_oom.py").row()])
+    ill = illusion_table(pd.DataFrame(rows), subs).iloc[0]
+    assert ill["fixed_verdict"] == "skipped" and ill["fuzz_verdict"] == "skipped" and not ill["illusion"]
+
+
+def test_the_reference_out_of_memory_beside_others_still_gives_a_fixed_verdict(shared_worker):
+    """The reference itself fails beside other workers (the fixed check: `the reference failed at its
+    own sizes`; a fuzz case: every draw `rejected`): with the device to itself every case is judged."""
+    sub = stand_in("torch_correct.py", FIX / "problem_oom_shared.py")
+    rows = run_submission(sub, CFG, shared_worker)
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3, [r.get("reason") for r in rows]
+
+
+# -- the ledger: shards on one device share its memory by estimate ---------------------------------
+
+
+def test_a_worker_waits_for_the_memory_its_submission_needs(tmp_path):
+    """With the device's capacity taken by another holder, the worker's reservation (the context plus
+    FACTOR x the reference's traced peak) waits after the load, runs nothing, until the other lets go."""
+    capacity = CONTEXT_BYTES + (64 << 20)
+    other = Ledger(tmp_path, "host", poll_s=0.05)
+    other.reserve("other-shard", capacity - (1 << 20), capacity)
+    share = DeviceShare("cpu", capacity=capacity, folder=tmp_path)
+    worker = Worker("cpu", 1 << 15, share=share)
+    seen_waiting: list[dict] = []
+
+    def release_once_the_worker_waits() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            waiting = [e for k, e in other.entries().items() if k != "other-shard" and e["want"] is not None]
+            if waiting:
+                seen_waiting.extend(waiting)
+                time.sleep(0.5)  # it stays waiting while the capacity is taken
+                other.release("other-shard")
+                return
+            time.sleep(0.05)
+
+    releaser = threading.Thread(target=release_once_the_worker_waits)
+    releaser.start()
+    try:
+        rows = run_submission(stand_in("torch_correct.py"), CFG, worker)
+        assert seen_waiting and share.waited_s >= 0.5
+        assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3
+        inputs = 8 * 1024 * 4  # problem_scale's one float32 input; its reference holds about two of them
+        assert inputs <= share.reference_bytes <= 4 * inputs
+        assert seen_waiting[0]["want"] == CONTEXT_BYTES + FACTOR * share.reference_bytes
+        assert other.entries()[share.owner]["held"] == CONTEXT_BYTES + FACTOR * share.reference_bytes
+    finally:
+        releaser.join()
+        worker.stop()
+    assert share.owner not in other.entries()  # released with the worker
+
+
+# -- caches libraries write, and calls the sandbox refuses ----------------------------------------
+
+
+def test_caches_libraries_write_land_in_the_worker_and_are_no_finding(worker):
+    rows = run_submission(stand_in("caches_everywhere.py"), CFG, worker)
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3, [r.get("reason") for r in rows]
+    assert not any(r.get("findings") for r in rows), [r.get("findings") for r in rows]
+
+
+def test_the_cuda_build_root_exists_before_a_worker_starts(tmp_path, monkeypatch):
+    """torch's build of a submission's extension inside a worker makes its folder under the root with
+    os.makedirs; the audit hook allows that folder only, so a root that did not exist yet was a
+    refused `os.mkdir` of the root (the GPU fixtures shared_race and slack_write on the H100)."""
+    root = tmp_path / "rescore-cuda"
+    monkeypatch.setenv("RESCORE_CUDA_CACHE", str(root))
+    env = worker_env(str(tmp_path / "scratch"), None, {})
+    assert root.is_dir() and env["RESCORE_CUDA_CACHE"] == str(root)
+    build = ("import os, sys\nfrom rescore.worker.confine import Audit\n"
+             "audit = Audit([]); audit.allow(os.path.join(sys.argv[1], 'abc')); audit.install(); audit.armed = True\n"
+             "os.makedirs(os.path.join(sys.argv[1], 'abc', 'build'), exist_ok=True)\n")
+    made = subprocess.run([sys.executable, "-c", build, str(root)], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    missing = subprocess.run([sys.executable, "-c", build, str(tmp_path / "missing")], capture_output=True,
+                             text=True, timeout=60)
+    assert missing.returncode != 0 and "rescore sandbox: os.mkdir" in missing.stderr
+
+
+def test_a_refused_write_is_skipped_and_counted_apart_never_an_illusion(worker):
+    """Right at the benchmark's sizes (the fixed check passes), a refused write at every other size:
+    those cases are `skipped` saying what was refused, with the finding, and the submission is no
+    illusion (it was one when a refusal was the kernel's `crash`)."""
+    escape = Path("/tmp/rescore-refused-off-benchmark.txt")
+    escape.unlink(missing_ok=True)
+    sub = stand_in("refused_off_benchmark.py")
+    rows = run_submission(sub, CFG, worker)
+    fixed, fuzz = rows[0], rows[1:]
+    assert fixed["outcome"] == Outcome.PASS
+    assert [r["outcome"] for r in fuzz] == [Outcome.SKIPPED] * 2, [r.get("reason") for r in fuzz]
+    for r in fuzz:
+        assert r["reason"].startswith(REFUSED_PREFIX + "writing /tmp/rescore-refused-off-benchmark.txt")
+        assert "(at refused_off_benchmark.py:" in r["reason"] and split(r["findings"]) == {"fs_escape"}
+    assert not escape.exists()
+    ill = illusion_table(pd.DataFrame(rows), pd.DataFrame([sub.row()])).iloc[0]
+    assert ill["refused_cases"] == 2 and ill["skipped_cases"] == 2
+    assert ill["fixed_verdict"] == "pass" and ill["fuzz_verdict"] == "skipped" and not ill["illusion"]
+
+
+# -- a device that cannot run is a usage error ----------------------------------------------------
+
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine runs CUDA: nothing to refuse")
+
+
+def rescore(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rescore.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+@NO_CUDA
+@pytest.mark.parametrize("command", [
+    ["check", str(TOY / "problem_scale.py"), str(TOY / "torch_correct.py"), "--device", "cuda", "--cases", "2"],
+    ["replay", str(TOY / "problem_scale.py"), str(TOY / "torch_correct.py"), "--device", "cuda", "--seed", "1"],
+])
+def test_cuda_without_cuda_exits_2_with_one_line_and_no_verdict(command):
+    r = rescore(*command)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout == ""  # no verdict, no summary
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rescore {command[0]}: device cuda cannot run here: ")
+    assert "--device cpu" in lines[0]
+
+
+@NO_CUDA
+def test_a_pipeline_stage_on_cuda_without_cuda_stops_with_that_line_not_per_case_crashes():
+    """The check shard's first load meets a worker that cannot start on CUDA: the stage fails with the
+    line (DeviceUnavailable), and no case row says `crash`."""
+    worker = Worker("cuda", 1 << 20)
+    try:
+        with pytest.raises(DeviceUnavailable, match="^device cuda cannot run here: torch .* use --device cpu"):
+            run_submission(stand_in("torch_correct.py"), RunConfig(device="cuda", strategies={"default": 1},
+                                                                   dtypes=("float32",)), worker)
+    finally:
+        worker.stop()
+    with pytest.raises(DeviceUnavailable, match="^device cuda cannot run here"):
+        stages.cuda_prebuild([], "cuda", "unused.parquet", jobs=1, timeout_s=1.0)

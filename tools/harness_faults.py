@@ -1,0 +1,88 @@
+"""What the harness's own faults did to a run (issue 28, item 3), from its results folder:
+
+python tools/harness_faults.py RESULTS [--dump cudal1]
+
+Prints, per dump: the submissions without a fixed verdict and why; the cases that ended for want of
+memory (`out of memory with the GPU to itself`, and any left as `crash` by an older run's forms:
+OutOfMemoryError, CUDA "out of memory", CUBLAS_STATUS_ALLOC_FAILED, cuDNN's handle failures); the
+cases the sandbox refused (`refused by the sandbox: ...`), by what was refused; and from the check
+shards' logs how many requests ran again with the device to themselves, how they ended, and how
+long workers waited for memory. A run on one GPU with many shards checks the sharing with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from rescore.model.oom import OOM_MARKERS
+from rescore.model.outcomes import REFUSED_PREFIX, Outcome
+
+ALONE = re.compile(r"retried alone on (\S+) \((.*)\): (\w+)$")
+WAITED = re.compile(r"waited ([\d.]+) s for")
+PEAK = re.compile(r"reference peak on \S+: traced ([\d.]+) (\w+), measured ([\d.]+) (\w+)")
+UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def memory_crash(reason: str) -> bool:
+    text = reason.lower()
+    return any(m in text for m in OOM_MARKERS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--dump", help="only this dump")
+    args = parser.parse_args()
+    cases = pd.read_parquet(args.results / "tables" / "cases.parquet")
+    subs = pd.read_parquet(args.results / "tables" / "submissions.parquet")[["submission_id", "dump"]]
+    cases = cases.merge(subs, on="submission_id", how="left")
+    for dump, group in cases.groupby("dump"):
+        if args.dump and dump != args.dump:
+            continue
+        reason = group["reason"].fillna("").astype(str)
+        fixed = group[group["oracle"] == "fixed"]
+        no_verdict = fixed[fixed["outcome"] == Outcome.SKIPPED]
+        print(f"## {dump}: {group['submission_id'].nunique()} submissions, {len(group)} cases")
+        print(f"no fixed verdict: {len(no_verdict)}")
+        for why, n in Counter(r[:120] for r in no_verdict["reason"].fillna("")).most_common(10):
+            print(f"  {n:4d}  {why}")
+        alone = group[(group["outcome"] == Outcome.SKIPPED) & reason.str.startswith("out of memory with")]
+        crashed = group[(group["outcome"] == Outcome.CRASH) & reason.map(memory_crash)]
+        print(f"skipped, out of memory alone: {len(alone)} cases of {alone['submission_id'].nunique()} submissions")
+        print(f"crash on an out-of-memory form: {len(crashed)} cases of {crashed['submission_id'].nunique()} "
+              "submissions (0 expected)")
+        refused = group[(group["outcome"] == Outcome.SKIPPED) & reason.str.startswith(REFUSED_PREFIX)]
+        print(f"refused by the sandbox: {len(refused)} cases of {refused['submission_id'].nunique()} submissions")
+        what = refused["reason"].str.removeprefix(REFUSED_PREFIX).str.split(" \\(at ").str[0]
+        for text, n in Counter(what.str[:100]).most_common(10):
+            print(f"  {n:4d}  {text}")
+    logs = sorted((args.results / "logs" / "check").glob(f"{args.dump or '*'}/shard-*.log"))
+    ended: Counter = Counter()
+    waits: list[float] = []
+    ratios: list[float] = []  # traced / measured reference peak, per submission
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if m := ALONE.search(line):
+                ended[m.group(3)] += 1
+            elif m := WAITED.search(line):
+                waits.append(float(m.group(1)))
+            elif (m := PEAK.search(line)) and float(m.group(3)):
+                traced = float(m.group(1)) * UNITS.get(m.group(2), 1)
+                ratios.append(traced / (float(m.group(3)) * UNITS.get(m.group(4), 1)))
+    print(f"## check shard logs ({len(logs)})")
+    print(f"requests retried with the device alone: {sum(ended.values())}, ending {dict(ended)}")
+    if waits:
+        print(f"waits for memory over 1 s: {len(waits)}, {sum(waits):.0f} s in all, longest {max(waits):.0f} s")
+    if ratios:
+        ratios.sort()
+        print(f"traced / measured reference peak, {len(ratios)} submissions: median {ratios[len(ratios) // 2]:.2f}, "
+              f"lowest {ratios[0]:.2f}, highest {ratios[-1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
