@@ -87,6 +87,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("replay", _S),
             ("findings", _S),  # comma-separated: what the submission did besides answering (findings.py)
             ("gpu", _S),  # "<index>: <model>": the host's GPU that ran the case (engine/gpus.py); null on the CPU
+            # JSON [{input, domain, from, evidence}]: each input's value domain and where it came from
+            # (schema / source / sampled / default; worker/input_domains.py); fuzz rows only
+            ("input_domains", _S),
         ]
     ),
 }
