@@ -95,6 +95,46 @@ def test_group_norm_draws_keep_num_groups_dividing_the_channels(worker):
     assert Counter(r["outcome"] for r in rows) == {Outcome.PASS: 13}
 
 
+TWO_DIVISORS = '''
+import torch
+import torch.nn as nn
+
+batch_size = 2
+channels = 16
+kernel_size = 4
+num_groups = 4
+length = 32
+
+
+class Model(nn.Module):
+    def __init__(self, channels, kernel_size, num_groups):
+        super().__init__()
+        self.conv = nn.Conv1d(channels, channels, kernel_size)
+        self.norm = nn.GroupNorm(num_groups, channels)
+
+    def forward(self, x):
+        return self.norm(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, length)]
+
+
+def get_init_inputs():
+    return [channels, kernel_size, num_groups]
+'''
+
+
+def test_of_the_relations_the_benchmark_sizes_have_only_the_one_the_reference_needs_is_kept(tmp_path):
+    """At the benchmark's sizes 2, 4 and 4 all divide 16 and 32, and kernel_size equals num_groups;
+    only num_groups | channels makes the reference refuse, so it alone is kept (kernel_size has
+    the same value, and moving it alone shows the conv does not care)."""
+    module = _module(TWO_DIVISORS, tmp_path, "two_divisors")
+    schema = build_schema(module, TWO_DIVISORS, None)
+    assert [d.name for d in schema.dims] == ["batch_size", "channels", "kernel_size", "num_groups", "length"]
+    assert schema.relations == (Relation("divides", "num_groups", "channels"),)
+
+
 def test_relations_survive_the_element_budget():
     dims = (Dim("groups", 4, 1, 64), Dim("channels", 64, 1, 4096), Dim("copy", 64, 1, 4096), Dim("n", 8, 1, 64))
     relations = (Relation("divides", "groups", "channels"), Relation("equal", "channels", "copy"))

@@ -20,7 +20,7 @@ import torch
 from rescore.model.schema import Dim, Relation
 from rescore.worker.problem_sizes import bound_sizes
 
-# At most this many probes at load (two runs of the reference on the meta device each).
+# At most this many runs of the reference on the meta device at load (a probe each).
 MAX_PROBES = 96
 
 
