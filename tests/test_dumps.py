@@ -28,7 +28,8 @@ from rescore.runtime.modules import load_module
 FIX = REPO / "tests" / "fixtures" / "dumps"
 KB = {"format": "kernelbench", "path": str(FIX / "kernelbench")}
 EMU = {"format": "gpuemu", "path": str(FIX / "gpuemu"), "labels": {"_buggy$": "buggy", ".*": "correct"}}
-EMU_ENTRIES = {"bias_add", "bias_add_buggy", "bias_add_triton", "softmax", "softmax_llm_buggy"}  # its data/ folders
+EMU_ENTRIES = {"bias_add", "bias_add_buggy", "bias_add_triton", "leaky_relu_triton", "leaky_relu_triton_buggy",
+               "softmax", "softmax_llm_buggy"}  # its data/ folders
 PAIRS = {
     "format": "pairs",
     "path": str(FIX / "pairs" / "archive.jsonl"),
@@ -183,6 +184,12 @@ def test_gpuemu_entries_become_kernelbench_problems_with_their_op_schema():
     assert good.problem.schema["candidates"]["cols"] == [64, 48, 200]
     assert good.problem.size_names() == ["rows", "cols"]
     assert good.problem.tolerance == {"float32": {"atol": 1e-5}, "float16": {"atol": 1e-3}}
+    # no input names a domain: each is real-valued, said explicitly so that no draw restricts it
+    assert good.problem.schema["inputs"] == {
+        "x": {"domain": "real", "note": "gpuemu op_schema names no domain for 'x': real-valued"},
+        "bias": {"domain": "real", "note": "gpuemu op_schema names no domain for 'bias': real-valued"}}
+    leaky = subs["leaky_relu_triton_buggy"]
+    assert leaky.extra["reference_modules"] == ["_refkit"] and leaky.problem.problem_id == "gpuemu/leaky_relu_triton"
     assert Path(good.path).read_text() == good.source  # materialised: `rescore replay` can read it
     assert cuda_only(gpu.source) and not cuda_only(good.source) and not cuda_only(bad.source)
 
@@ -235,7 +242,7 @@ def test_gpuemu_labels_come_from_the_spec_or_meta_json_never_from_names(tmp_path
     subs = by_name(read_dump("emu", {"format": "gpuemu", "path": str(root), "labels": table}))
     assert {n: s.label for n, s in subs.items()} == {
         "bias_add": "correct", "bias_add_buggy": "buggy", "bias_add_triton": "unknown", "softmax": "unknown",
-        "softmax_llm_buggy": "buggy"}
+        "softmax_llm_buggy": "buggy", "leaky_relu_triton": "unknown", "leaky_relu_triton_buggy": "buggy"}
     assert subs["bias_add_triton"].extra["label_from"] == "config dumps.emu.labels['bias_add_triton']"
     meta_file = root / "data" / "bias_add_buggy" / "meta.json"
     meta_file.write_text(json.dumps(dict(json.loads(meta_file.read_text()), label="correct")))
@@ -286,6 +293,8 @@ def _break_meta(meta: dict, how: str) -> dict:
         meta["label"] = "probably"
     elif how == "requires_gpu":
         meta["requires_gpu"] = "yes"
+    elif how == "domain":
+        meta["op_schema"]["inputs"][0]["domain"] = "imaginary"
     return meta
 
 
@@ -301,6 +310,7 @@ def _break_meta(meta: dict, how: str) -> dict:
         ("reference", "reference file 'nowhere/ref_fp64.py' not found"),
         ("label", "label 'probably' is not one of correct, buggy, unknown"),
         ("requires_gpu", "requires_gpu must be true or false"),
+        ("domain", "op_schema input 'x' has domain 'imaginary', not one of real, positive, unit"),
     ],
 )
 def test_gpuemu_malformed_entry_is_an_error_row_naming_the_file(tmp_path, how, expected):
@@ -349,6 +359,22 @@ def test_gpuemu_generated_entries_run_the_buggy_kernel_is_flagged_the_gpu_one_sk
     assert {r["reason"] for r in gpu} == {
         "bias_add_triton: its dump says this kernel runs only with CUDA (gpuemu meta.json `requires_gpu`); "
         "run on a CUDA device"}
+
+
+def test_gpuemu_leaky_relu_slope_bug_in_the_real_layout_is_flagged_on_the_cpu(worker):
+    """The corpus's leaky_relu pair in its real layout (numpy stand-ins for the Triton kernels): the
+    generated problem's own sizes are the first candidates (1, 1, 1), so one draw of its input is one
+    element. Its domain is real (gpuemu's op schema names none), never |x| from that draw, so negative
+    inputs reach the kernel and the slope bug (0.1 for 0.01) shows; the control passes throughout."""
+    subs = by_name(read_dump("emu", EMU))
+    assert subs["leaky_relu_triton_buggy"].problem.schema["dims"] == {"B": [1, 8], "S": [1, 128], "H": [1, 1025]}
+    cfg = RunConfig(strategies={"default": 4, "boundary": 4}, dtypes=("float32", "float16"))
+    good = run_submission(subs["leaky_relu_triton"], cfg, worker)
+    assert Counter(r["outcome"] for r in good) == {"pass": 17}
+    bad = [r for r in run_submission(subs["leaky_relu_triton_buggy"], cfg, worker) if r["oracle"] == "fuzz"]
+    assert {r["outcome"] for r in bad} == {"mismatch"}, Counter(r["outcome"] for r in bad)
+    (domains,) = {r["input_domains"] for r in bad}
+    assert [(d["input"], d["domain"], d["from"]) for d in json.loads(domains)] == [("in_input", "real", "schema")]
 
 
 def test_rescore_check_on_generated_files_skips_a_cuda_only_kernel_on_cpu():

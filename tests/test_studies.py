@@ -270,29 +270,35 @@ def test_the_statement_names_ops_never_tested_past_the_benchmarks_size():
 
 def test_a_case_whose_free_draws_the_reference_rejects_varies_one_size_at_a_time(worker):
     """Tied sizes (a residual add: out_features == in_features) make the reference reject free
-    draws; after SIZE_RETRIES of them a case varies one size with the others at the benchmark's own,
-    so it still runs at other sizes instead of every case being `skipped`."""
+    draws. The load finds the tie on the meta device and every draw keeps it; where it cannot be
+    found (a reference that cannot run on meta), after SIZE_RETRIES rejected draws a case varies one
+    size with the others at the benchmark's own, so it still runs instead of being `skipped`."""
     import json
+    from dataclasses import replace
 
     from conftest import toy_submission
 
     import rescore.worker.executor as ex
     from rescore.engine.runner import RunConfig, run_submission
+    from rescore.model.schema import Relation
     from rescore.worker import case_inputs
     from rescore.worker.protocol import job_of
 
     sub = toy_submission("problem_residual.py", "residual_correct.py", dtypes=("float32",))
     executor = ex.Executor("cpu", 1 << 15)
     executor.load(job_of(sub))
-    defaults = dict(executor.loaded.schema.defaults())
+    schema = executor.loaded.schema
+    defaults = dict(schema.defaults())
     assert set(defaults) == {"batch_size", "in_features", "out_features"}
+    assert schema.relations == (Relation("equal", "in_features", "out_features"),)
+    untied = replace(schema, relations=())  # what a problem whose reference cannot run on meta gets
     for seed in range(20):
-        held = case_inputs.held_draw(executor.loaded.problem, executor.loaded.schema, executor.budget, "default", seed,
+        held = case_inputs.held_draw(executor.loaded.problem, untied, executor.budget, "default", seed,
                                      "float32").sizes
         assert sum(held[k] != defaults[k] for k in defaults) <= 1
     rows = run_submission(sub, RunConfig(device="cpu", strategies={"default": 8}, dtypes=("float32",)), worker)
     fuzz = [r for r in rows if r["oracle"] == "fuzz"]
-    assert [r["outcome"] for r in fuzz] == ["pass"] * 8  # without the held draws: `skipped` cases
-    held = [s for s in map(json.loads, (r["sizes"] for r in fuzz))
-            if s["in_features"] == s["out_features"] == 24 and s["batch_size"] != defaults["batch_size"]]
-    assert held  # the tie kept, another batch size tested
+    assert [r["outcome"] for r in fuzz] == ["pass"] * 8
+    sizes = [json.loads(r["sizes"]) for r in fuzz]
+    assert all(s["in_features"] == s["out_features"] for s in sizes)  # the tie kept in every case
+    assert any(s["in_features"] != defaults["in_features"] for s in sizes)  # and moved with it

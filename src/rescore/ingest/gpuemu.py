@@ -8,7 +8,8 @@ embedded and written into a temporary folder, so a script that finds them throug
 A buggy entry's `reference` may name its control's script (`"softmax/ref_fp64.py"`, relative to
 data/). Entries that share a reference script compute one function: their op is the entry folder
 that holds the script. The explicit op schema becomes the problem's schema (each dim's range spans
-its candidates, which are kept under `candidates`). The generated ModelNew hands numpy arrays to the
+its candidates, which are kept under `candidates`); each input is real-valued unless the op schema
+names its `domain`. The generated ModelNew hands numpy arrays to the
 kernel's `run(inputs)`; an entry with `requires_gpu: true` is marked CUDA-only (`skipped` without a
 GPU). The entry's absolute tolerances become the fuzz atol of each dtype. The label is read from an
 explicit `label` key in meta.json, else from the dump spec's `labels` (see dumps.annotations); names
@@ -27,6 +28,7 @@ from rescore.ingest.common import ProblemIds, broken, materialise, normalize_dty
 from rescore.ingest.templates import GPUEMU_PROBLEM, GPUEMU_SUBMISSION, identifier, literal, render
 from rescore.model.language import detect_language
 from rescore.model.records import ALL_LABELS, CUDA_ONLY_MARKER, Problem, Submission
+from rescore.model.schema import DOMAINS
 
 
 class EntryError(ValueError):
@@ -95,7 +97,7 @@ def read_entry(dump: str, folder: Path, data: Path, root: Path, ids: ProblemIds)
         source=problem_source,
         path=materialise(problem_source, "gpuemu_problem"),
         op=op,
-        schema=schema_of(dims, schema),
+        schema=schema_of(dims, schema, inputs_domains(schema, inputs, meta_file)),
         tolerance=tolerance_of(meta.get("tolerances"), meta_file),
     )
     requires_gpu = meta.get("requires_gpu", False)
@@ -300,12 +302,33 @@ def tolerance_of(tolerances, where: Path) -> dict | None:
     return out or None
 
 
-def schema_of(dims: dict, op_schema: dict) -> dict:
-    """The problem schema: each dim ranges over min..max of its candidates; candidates kept as data."""
+def inputs_domains(op_schema: dict, inputs: list, where: Path) -> dict:
+    """Each input's value domain, keyed by its parameter name in the generated Model: the one the
+    entry's op schema names (`"domain"` on an input), else real: gpuemu inputs are real-valued (its
+    own fuzzer draws uniform [-10, 10]), so no draw of the generated problem may restrict them."""
+    named = {str(e["name"]): e.get("domain") for e in op_schema.get("inputs") or [] if isinstance(e, dict)}
+    domains = {}
+    for name, ident, _ in inputs:
+        domain = named.get(name)
+        if domain is None:
+            domains[ident] = {"domain": "real", "note": f"gpuemu op_schema names no domain for {name!r}: real-valued"}
+        elif domain in DOMAINS:
+            domains[ident] = {"domain": domain, "note": f"gpuemu op_schema: {name!r} has domain {domain!r}"}
+        else:
+            known = ", ".join(DOMAINS)
+            raise EntryError(f"{where}: op_schema input {name!r} has domain {domain!r}, not one of {known}")
+    return domains
+
+
+def schema_of(dims: dict, op_schema: dict, domains: dict | None = None) -> dict:
+    """The problem schema: each dim ranges over min..max of its candidates; candidates kept as data;
+    each input's domain (`inputs_domains`)."""
     spec: dict = {
         "dims": {ident: [min(c), max(c)] for ident, c in dims.values()},
         "candidates": {ident: list(c) for ident, c in dims.values()},
     }
+    if domains:
+        spec["inputs"] = domains
     if op_schema.get("reduction"):
         spec["reduction"] = [dims[str(r)][0] for r in op_schema["reduction"] if str(r) in dims]
     if op_schema.get("family"):

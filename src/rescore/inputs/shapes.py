@@ -6,6 +6,7 @@ import math
 import random
 from collections.abc import Callable
 
+from rescore.inputs.relations import followers, satisfy
 from rescore.model.schema import OpSchema
 
 NumelFn = Callable[[dict[str, int]], int]
@@ -57,6 +58,7 @@ def _regular(rng: random.Random, lo: int, hi: int) -> int:
 
 
 def sample_sizes(kind: str, schema: OpSchema, rng: random.Random) -> dict[str, int]:
+    """One draw of every size of the schema, moved to keep the schema's relations."""
     sizes: dict[str, int] = {}
     for dim in schema.dims:
         if kind == "fixed":
@@ -69,21 +71,28 @@ def sample_sizes(kind: str, schema: OpSchema, rng: random.Random) -> dict[str, i
             sizes[dim.name] = _log_uniform(rng, dim.lo, dim.hi)
         else:
             raise ValueError(f"unknown shape sampler {kind!r}")
-    return sizes
+    return satisfy(sizes, schema.relations)
 
 
 def fit_budget(sizes: dict[str, int], schema: OpSchema, numel: NumelFn, budget: int) -> dict[str, int]:
-    """Shrink the largest sizes until the largest tensor holds at most `budget` elements."""
-    sizes = dict(sizes)
+    """Shrink the largest sizes until the largest tensor holds at most `budget` elements, keeping the
+    schema's relations (a size that follows another is never shrunk alone; one whose halving the
+    relations undo is left as it is)."""
+    sizes = satisfy(dict(sizes), schema.relations)
     lows = {d.name: d.lo for d in schema.dims}
+    fixed = followers(schema.relations)
     for _ in range(64):
         if numel(sizes) <= budget:
             return sizes
-        shrinkable = [k for k, v in sizes.items() if v > lows.get(k, 1)]
+        shrinkable = [k for k, v in sizes.items() if v > lows.get(k, 1) and k not in fixed]
         if not shrinkable:
             return sizes
         name = max(shrinkable, key=lambda k: sizes[k])
-        sizes[name] = max(lows.get(name, 1), sizes[name] // 2 + (sizes[name] % 2 and sizes[name] > 2))
+        halved = dict(sizes, **{name: max(lows.get(name, 1), sizes[name] // 2 + (sizes[name] % 2 and sizes[name] > 2))})
+        halved = satisfy(halved, schema.relations)
+        if halved == sizes:
+            fixed.add(name)
+        sizes = halved
     return sizes
 
 

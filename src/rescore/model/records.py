@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rescore.model.derivations import top_level_assignments
+
 LABELS = ("correct", "buggy")
 """The labels recall and false positives are counted on. A submission with neither (every one of a
 real dump: `unknown`) is never a control or a bug; the study tables give it flag rates only."""
@@ -105,24 +107,10 @@ def claims_dtype(dtypes: tuple[str, ...] | list[str], declines: str | None, dtyp
 
 
 def module_int_names(source: str) -> list[str]:
-    """Names assigned an int literal (or a product/sum of them) at the top level of a module."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    names: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            target, value = node.targets[0].id, node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            target, value = node.target.id, node.value
-        else:
-            continue
-        if target.startswith("_"):
-            continue
-        if _is_int_expr(value):
-            names.append(target)
-    return names
+    """Names assigned an int literal (or a product/sum of them) at the top level of a module: its free
+    sizes (a name computed from another is derived, model/derivations.py)."""
+    return [a.targets[0] for a in top_level_assignments(source)
+            if len(a.targets) == 1 and not a.targets[0].startswith("_") and _is_int_expr(a.value)]
 
 
 def _is_int_expr(node: ast.AST) -> bool:

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 DOMAINS = ("real", "positive", "unit")
 
+# Where an input's domain came from, most certain first (see worker/input_domains.py).
+DOMAIN_ORIGINS = ("schema", "source", "sampled", "default")
+
 
 @dataclass(frozen=True)
 class Dim:
@@ -17,6 +20,33 @@ class Dim:
     default: int
     lo: int
     hi: int
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A relation among two sizes that the benchmark's own sizes have and the reference needs (it
+    refuses sizes that break it): `b` equals `a` (`equal`), or `a` divides `b` (`divides`). A draw
+    moves `b` to satisfy it (inputs/relations.py)."""
+
+    kind: str  # equal | divides
+    a: str
+    b: str
+
+    def as_list(self) -> list[str]:
+        return [self.kind, self.a, self.b]
+
+
+@dataclass(frozen=True)
+class InputDomain:
+    """The value domain of one input of `get_inputs()` and the evidence for it."""
+
+    name: str  # Model.forward's parameter name, else the input's position
+    domain: str | None  # one of DOMAINS; None for an input that is not a floating tensor (never refilled)
+    origin: str  # one of DOMAIN_ORIGINS, or "not floating"
+    evidence: str
+
+    def as_dict(self) -> dict:
+        return {"input": self.name, "domain": self.domain, "from": self.origin, "evidence": self.evidence}
 
 
 @dataclass(frozen=True)
@@ -28,6 +58,13 @@ class OpSchema:
     inferred: bool = False
     family: str = ""
     linear: bool = False  # each output a sum of inputs (sum, mean, scan): see oracle.tolerance terms_slack
+    relations: tuple[Relation, ...] = ()  # kept by every drawn case (inputs/relations.py)
+    input_domains: tuple[InputDomain, ...] = ()  # each input's domain with its evidence (`domains` is their map)
+    derived: dict[str, str] = field(default_factory=dict)  # name the module derives from the sizes -> its assignment
+
+    def domains_json(self) -> str:
+        """The `input_domains` column of a case: each input's domain and where it came from (JSON)."""
+        return json.dumps([d.as_dict() for d in self.input_domains])
 
     def defaults(self) -> dict[str, int]:
         return {d.name: d.default for d in self.dims}

@@ -50,6 +50,8 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
         "versions": ctx.versions,
         "tolerance_policy": DEFAULT_POLICY.name,
     }
+    if ctx.loaded.schema is not None:
+        row["input_domains"] = ctx.loaded.schema.domains_json()
     skip = cannot_run(ctx.loaded, ctx.device, override.get("dtype", dtype) if override else dtype)
     if skip:
         return dict(row, outcome=skip.outcome, reason=skip.reason)
@@ -73,10 +75,9 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
             return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
         except ReferenceRejects as rejected:
             if override:
-                return dict(row, outcome=Outcome.SKIPPED,
-                            reason=f"the float64 reference rejects this input: {rejected}")
+                return dict(row, outcome=Outcome.SKIPPED, reason=refused(ctx, spec.sizes, rejected))
             attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
-            last = str(rejected)
+            last = refused(ctx, spec.sizes, rejected)
     for attempt in range(HELD_RETRIES):
         with ctx.phases("draw"):
             spec = case_inputs.held_draw(problem, schema, ctx.budget, strategy, sub_seed(seed, f"held{attempt}"), dtype)
@@ -84,10 +85,15 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
         try:
             return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
         except ReferenceRejects as rejected:
-            last = str(rejected)
-    where = ctx.loaded.job["problem"]["path"]
-    return dict(row, outcome=Outcome.SKIPPED, reason=f"problem {where}: the float64 reference rejected every "
-                f"sampled size (last: {last})"[:500])
+            last = refused(ctx, spec.sizes, rejected)
+    return dict(row, outcome=Outcome.SKIPPED, reason=f"inconclusive: every size drawn was refused by the "
+                f"problem itself, never the kernel (last: {last})"[:500])
+
+
+def refused(ctx: WorkerContext, sizes: dict, rejected: ReferenceRejects) -> str:
+    """Why a case is inconclusive: the problem's own code (its reference, its Model's construction,
+    a name it derives from the sizes) refused these sizes before the kernel ran."""
+    return f"problem {ctx.loaded.job['problem']['path']} refuses sizes {json.dumps(sizes)}: {rejected}"
 
 
 def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:

@@ -17,6 +17,7 @@ from dataclasses import replace
 import torch
 
 from rescore.inputs.layout import apply_layout
+from rescore.inputs.relations import followers
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.shapes import fit_budget
 from rescore.inputs.strategies import CaseSpec, get_strategy
@@ -26,7 +27,7 @@ from rescore.oracle.reference import seed_generators
 from rescore.oracle.tolerance import torch_dtype
 from rescore.worker.integrity import hash_tensor
 from rescore.worker.placement import lowp
-from rescore.worker.problem_schema import bound_sizes, input_shapes
+from rescore.worker.problem_sizes import DerivationFails, bound_sizes, input_shapes
 
 
 def draw(problem: types.ModuleType, schema: OpSchema, budget: int, strategy: str, seed: int, dtype: str,
@@ -53,18 +54,23 @@ def size_budget(schema: OpSchema, budget: int) -> int:
 
 
 def largest_input(problem: types.ModuleType, sizes: dict) -> int:
-    """Elements of the largest input the problem's get_inputs() makes at these sizes."""
-    return largest_numel(input_shapes(problem, sizes))
+    """Elements of the largest input the problem's get_inputs() makes at these sizes (0 where a name
+    the problem derives from them cannot be computed: making the inputs then rejects the case)."""
+    try:
+        return largest_numel(input_shapes(problem, sizes))
+    except DerivationFails:
+        return 0
 
 
 def held_draw(problem: types.ModuleType, schema: OpSchema, budget: int, strategy: str, seed: int,
               dtype: str) -> CaseSpec:
-    """A strategy's draw with every size but one (chosen by the seed) put back to the benchmark's
-    own, then fitted to the element budget: what is left to try once the reference has rejected
-    every free draw."""
+    """A strategy's draw with every size but one (chosen by the seed; the sizes it relates to follow
+    it) put back to the benchmark's own, then fitted to the element budget: what is left to try once
+    the reference has rejected every free draw."""
     spec = draw(problem, schema, budget, strategy, seed, dtype)
     sizes = dict(schema.defaults())
-    varied = random.Random(seed).choice(sorted(sizes)) if sizes else None
+    free = sorted(set(sizes) - followers(schema.relations))
+    varied = random.Random(seed).choice(free) if free else None
     if varied is not None:
         sizes[varied] = spec.sizes.get(varied, sizes[varied])
     numel = functools.partial(largest_input, problem)

@@ -19,7 +19,7 @@ from rescore.worker.exceptions import verdict_of
 from rescore.worker.guard import Guard
 from rescore.worker.integrity import digest
 from rescore.worker.loading import cannot_run
-from rescore.worker.problem_schema import input_shapes
+from rescore.worker.problem_sizes import input_shapes
 from rescore.worker.protocol import ALONE_KEY, MEMORY_KEY
 from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
 

@@ -14,7 +14,6 @@ import torch
 
 from rescore.model.findings import REFUSAL_FINDINGS
 from rescore.model.outcomes import Outcome
-from rescore.model.records import module_int_names
 from rescore.model.schema import OpSchema
 from rescore.model.sources import source_defect
 from rescore.runtime.modules import load_module
@@ -22,7 +21,7 @@ from rescore.worker.exceptions import Verdict, classify_exception
 from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.prebuilt import activate, recorded_failure
-from rescore.worker.problem_schema import infer_schema, schema_from_spec
+from rescore.worker.problem_schema import build_schema
 from rescore.worker.protocol import ALONE_KEY
 from rescore.worker.usage import reference_findings
 
@@ -43,24 +42,15 @@ def forget_previous() -> None:
 
 
 def load_problem(problem: dict) -> tuple[types.ModuleType, OpSchema]:
-    """The job's problem module and the schema it fuzzes: the explicit one where the job has one
-    (with the inferred input domains it does not name), else the one inferred from the module."""
+    """The job's problem module and the schema it fuzzes: the explicit one where the job has one,
+    else the one inferred from the module; with the relations among its sizes and each input's
+    domain (`problem_schema.build_schema`)."""
     defect = source_defect(problem["source"], problem["path"], "problem")
     if defect:
         raise ValueError(defect)
     module = load_module(problem["source"], problem["path"], "problem")
-    sizes = module_int_names(problem["source"])
-    inferred = infer_schema(module, sizes)
-    if problem.get("schema"):
-        explicit = schema_from_spec(problem["schema"], sizes, module)
-        domains = dict(inferred.domains)
-        domains.update(explicit.domains)
-        schema = OpSchema(explicit.dims, explicit.reduction, domains, explicit.max_elements, False,
-                          explicit.family, explicit.linear)
-    else:
-        schema = inferred
     check_problem(module)
-    return module, schema
+    return module, build_schema(module, problem["source"], problem.get("schema"))
 
 
 def check_problem(problem: types.ModuleType) -> None:
@@ -129,6 +119,9 @@ def schema_dict(schema: OpSchema | None) -> dict:
         "dims": [[d.name, d.default, d.lo, d.hi] for d in schema.dims],
         "reduction": list(schema.reduction),
         "inferred": schema.inferred,
+        "derived": dict(schema.derived),
+        "relations": [r.as_list() for r in schema.relations],
+        "input_domains": [d.as_dict() for d in schema.input_domains],
     }
 
 
