@@ -167,8 +167,8 @@ def test_recall_counts_headline_evidence_and_says_what_counting_everything_gives
 def test_the_config_key_is_validated_and_reaches_the_analysis_stages(tmp_path):
     import jsonschema
     import yaml
-
     from conftest import REPO
+
     from rescore import stages
     from rescore.model.tables import read_parquet, write_parquet
 
@@ -222,3 +222,17 @@ def test_check_exits_0_for_a_kernel_wrong_only_on_nan_inputs_and_1_when_robustne
     counted = rescore(*args, "--robustness-counts")
     assert counted.returncode == 1, counted.stdout + counted.stderr
     assert "robustness findings (counted" in counted.stdout and "ILLUSION" in counted.stdout
+
+
+def test_the_uncertainty_statement_lists_the_findings_the_headline_leaves_out():
+    from rescore.analysis.study import illusion_table
+    from rescore.analysis.uncertainty import statement
+
+    cases, subs = _tables()
+    text = statement(cases, subs, illusion_table(cases, subs), {"master_seed": 0, "budget": {}})
+    section = text[text.index("## Robustness findings"):]
+    assert "3 submissions have such findings, 1 of them also flagged on ordinary values" in section
+    assert "| nan_only | unknown | pass | special_values (benchmark_sizes): 2 of 2 cases" in section
+    assert "| refused |" in section and "| wrong |" not in section
+    bounds = text[text.index("## Submissions that passed"):text.index("## Robustness findings")]
+    assert "| nan_only | unknown | default: 1 -> " in bounds  # its NaN cases are not in its bound

@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from rescore.ingest import gpuemu
+from rescore.ingest.common import BrokenSubmission
 from rescore.inputs.seeds import sub_seed
 from rescore.model.run import default_budget
 from rescore.oracle.compare import max_finite_error
@@ -89,7 +90,7 @@ def main() -> None:
     parser.add_argument("--names", default="", help="only these entries (comma-separated)")
     args = parser.parse_args()
     kernels = dict(item.split("=", 1) for item in args.kernel)
-    subs = {s.name: s for s in gpuemu.read("gpuemu", {"path": str(args.data)}) if type(s).__name__ != "BrokenSubmission"}
+    subs = {s.name: s for s in gpuemu.read("gpuemu", {"path": str(args.data)}) if not isinstance(s, BrokenSubmission)}
     wanted = set(filter(None, args.names.split(","))) or set(subs)
     cases = pd.read_parquet(args.cases)
     cases = cases[cases["name"].isin(wanted & set(subs)) & (cases["oracle"] == "fuzz")]

@@ -66,21 +66,25 @@ def stopped_lines(fuzz: pd.DataFrame, submissions: pd.DataFrame) -> list[str]:
 
 
 def robustness_lines(illusion: pd.DataFrame, in_headline: bool) -> list[str]:
-    """The robustness findings (model/evidence.py), per submission that has any: what the headline
-    verdicts above leave out, or (`verdicts.robustness_in_headline`) count."""
+    """The robustness findings (model/evidence.py) of the submissions whose headline fuzz verdict passes,
+    each with its kinds, tiers and first failing case: what the headline leaves out (or, with
+    `verdicts.robustness_in_headline`, what it counts); those of flagged submissions are counted."""
     if "robustness" not in illusion:
         return []
     found = illusion[illusion["robustness_kinds"].fillna("") != ""]
+    apart = found[found["fuzz_verdict"] != FuzzVerdict.FLAGGED]
     counted = ("are counted in the verdicts above" if in_headline
                else "are not counted in the verdicts above, nor in the bounds on passing submissions")
     lines = ["", "## Robustness findings", "",
              "Failures on NaN/Inf inputs, extreme magnitudes, cancelling values, or from one toolchain's compiler "
-             f"{counted} (`verdicts.robustness_in_headline`); each finding names its tier (where it fails) and its "
-             "first failing case.", ""]
-    if found.empty:
-        return [*lines, "None."]
+             f"{counted} (`verdicts.robustness_in_headline`). {len(found)} submissions have such findings, "
+             f"{len(found) - len(apart)} of them also flagged on ordinary values; the others are below, each "
+             "finding with its tier (where it fails) and its first failing case (all of them: `robustness` in "
+             "illusion.parquet).", ""]
+    if apart.empty:
+        return lines
     lines += ["| submission | label | headline fuzz verdict | findings |", "|---|---|---|---|"]
-    for r in found.sort_values("name").to_dict("records"):
+    for r in apart.sort_values("name").to_dict("records"):
         parts = [describe_finding(f).replace("|", "/") for f in json.loads(r["robustness"])]
         lines.append(f"| {r['name']} | {r['label']} | {r['fuzz_verdict']} | {'<br>'.join(parts)} |")
     return lines
