@@ -74,7 +74,7 @@ OWN = '{"N": 64}'
 
 
 def _case(sid: str, i: int, outcome: str = "pass", values: str = "normal", **kw) -> dict:
-    row = dict(submission_id=sid, problem_id="p", oracle="fuzz", strategy="default", purpose="evaluation",
+    row = dict(submission_id=sid, name=sid, problem_id="p", oracle="fuzz", strategy="default", purpose="evaluation",
                case_index=i, seed=i, dtype="float32", sizes='{"N": 7}', values=values, layout="contiguous",
                outcome=outcome, reason=None if outcome == "pass" else f"{outcome} here", diagnosis=None,
                replay=f"rescore replay {sid} {i}", versions=H100, device="cpu", shapes="[[7]]")
@@ -236,3 +236,18 @@ def test_the_uncertainty_statement_lists_the_findings_the_headline_leaves_out():
     assert "| refused |" in section and "| wrong |" not in section
     bounds = text[text.index("## Submissions that passed"):text.index("## Robustness findings")]
     assert "| nan_only | unknown | default: 1 -> " in bounds  # its NaN cases are not in its bound
+
+
+def test_every_flagged_case_and_its_reproducer_say_what_it_is_evidence_of(tmp_path):
+    from rescore.analysis.study import failures_table, reproducer
+    from rescore.model.tables import write_parquet
+
+    cases, subs = _tables()
+    subs = subs.assign(problem_path="p.py", source_path="s.py", trigger=None)
+    table = failures_table(cases, subs)
+    assert sorted(zip(table["submission_id"], table["evidence"])) == [
+        ("nan_only", "special_values"), ("nan_only", "special_values"), ("refused", "toolchain"),
+        ("wrong", "extreme_magnitude"), ("wrong", "headline")]
+    write_parquet(table, tmp_path / "failures.parquet", "failures")  # the schema holds the column
+    doc = reproducer(table[table["submission_id"] == "refused"].iloc[0].to_dict(), "d")
+    assert doc["evidence"]["kind"] == "toolchain" and doc["evidence"]["rule"] == "compiler"

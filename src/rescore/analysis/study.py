@@ -9,7 +9,7 @@ import pandas as pd
 
 from rescore.analysis import robustness
 from rescore.analysis.severity import benchmark_sizes, submission_tier
-from rescore.model.evidence import counts_in_headline
+from rescore.model.evidence import classify, counts_in_headline, kind_of
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
 from rescore.model.outcomes import (
     FLAGGING,
@@ -110,7 +110,9 @@ def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
     """Every flagged case, with what a reproducer needs (paths, trigger) and a stable id."""
     flagged = cases[cases["outcome"].isin(FLAGGING)].copy()
     if flagged.empty:
-        return flagged.assign(failure_id=[], problem_path=[], source_path=[], trigger=[], label=[], bug_class=[])
+        return flagged.assign(failure_id=[], problem_path=[], source_path=[], trigger=[], label=[], bug_class=[],
+                              evidence=[])
+    flagged["evidence"] = [str(kind_of(r)) for r in flagged.to_dict("records")]
     meta = submissions.set_index("submission_id")[["problem_path", "source_path", "trigger", "label", "bug_class"]]
     flagged = flagged.join(meta, on="submission_id")
     flagged["failure_id"] = [failure_id(r) for r in flagged.to_dict("records")]
@@ -170,6 +172,7 @@ def reproducer(row: dict, dump: str) -> dict:
                 "policy_ratios",
             )
         },
+        "evidence": classify(row).as_dict(),  # headline, or which robustness finding (model/evidence.py)
         "environment": {"device": row.get("device"), "versions": row.get("versions")},
         "replay": row.get("replay"),
         "replay_by_id": f"rescore replay {row['failure_id']}",
