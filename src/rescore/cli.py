@@ -73,7 +73,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     progress = Progress(len(plan_cases(sub, cfg)), label=f"{sub.name}: ")
     try:
-        doc, _ = check_pair(sub, cfg, progress=progress)
+        doc, _ = check_pair(sub, cfg, progress=progress, robustness_in_headline=args.robustness_counts)
     except DeviceUnavailable as exc:  # the worker found the device unusable (a driver gone since)
         progress.close()
         print(f"rescore check: {exc}", file=sys.stderr)
@@ -138,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-explain", action="store_true",
                        help="no experiments to confirm a failure's cause, no second call on a passing case")
     check.add_argument("--seed", type=int, default=0, help="master seed")
+    check.add_argument("--robustness-counts", action="store_true",
+                       help="count robustness findings (failures only on NaN/Inf, extreme magnitudes or cancelling "
+                            "values, or one toolchain's compiler refusing the kernel) toward the fuzz verdict and the "
+                            "exit code; without it they are printed apart and the exit code is the headline's")
     check.add_argument("--strategies", default=STUDY,
                        help=f"comma-separated strategies sharing --cases equally, or `{STUDY}` (the default): the "
                             "pipeline's mix, which the strategies study ranks best at its false-positive limit")

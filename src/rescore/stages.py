@@ -161,23 +161,28 @@ def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
     write_parquet(table, out, "failures")
 
 
-def illusion(cases: str, submissions: str, out: str) -> None:
-    write_parquet(illusion_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions")), out)
+def illusion(cases: str, submissions: str, out: str, robustness_in_headline: bool = False) -> None:
+    """illusion.parquet: the headline verdicts (robustness findings apart unless the config's
+    `verdicts.robustness_in_headline` counts them)."""
+    write_parquet(illusion_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"),
+                                 robustness_in_headline), out)
 
 
 def verdicts(illusion_path: str, outputs: list[str]) -> None:
     figures.verdicts_figure(read_parquet(illusion_path), outputs)
 
 
-def strategies(cases: str, submissions: str, seeds: int, out: dict[str, str]) -> None:
-    """The strategy study: tables and figures."""
+def strategies(cases: str, submissions: str, seeds: int, out: dict[str, str], robustness_in_headline: bool = False
+               ) -> None:
+    """The strategy study: tables and figures (recall on headline evidence, unless the config counts
+    robustness findings toward it)."""
     subs = read_parquet(submissions, "submissions")
     all_cases = read_parquet(cases, "cases")
-    df = study_cases(all_cases, subs, seeds)
+    df = study_cases(all_cases, subs, seeds, robustness_in_headline)
     table = strategies_table(df)
     write_parquet(table, out["table"])
     write_parquet(by_class_table(df), out["by_class"])
-    budget = budget_table(study_cases(all_cases, subs))
+    budget = budget_table(study_cases(all_cases, subs, robustness_in_headline=robustness_in_headline))
     write_parquet(budget, out["budget"])
     figures.recall_heatmap(heatmap_table(df, subs), [out["heatmap"]])
     figures.recall_vs_fp(table, [out["recall_fp"]])

@@ -52,6 +52,8 @@ rule illusion_table:
         submissions="results/tables/submissions.parquet",
     output:
         report("results/tables/illusion.parquet", category="Tables", caption="../report/tables.rst"),
+    params:
+        robustness_in_headline=ROBUSTNESS_IN_HEADLINE,
     log:
         "results/logs/aggregate/illusion.log",
     conda:

@@ -23,6 +23,9 @@ except WorkflowError:  # no --cores given (a dry run, --report, --lint): no job 
 # config's `gpus` (`--config gpus=4`), else those torch sees on a CUDA run; 0 or 1 changes nothing.
 GPUS = host_gpus(config.get("gpus", "auto"), config["device"])
 CPU_ENV = "../../envs/cpu.yaml"
+# Whether robustness findings (special values, extreme magnitudes, cancellation, one toolchain's
+# compiler: rescore.model.evidence) count toward the headline verdicts; the analysis stages get it.
+ROBUSTNESS_IN_HEADLINE = bool(config.get("verdicts", {}).get("robustness_in_headline", False))
 
 ALL_OUTPUTS = [
     "results/tables/submissions.parquet",

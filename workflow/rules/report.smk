@@ -12,7 +12,8 @@ rule uncertainty:
     output:
         report("results/uncertainty.md", category="Uncertainty", caption="../report/uncertainty.rst"),
     params:
-        run={k: config[k] for k in ("device", "master_seed", "budget", "fuzz")},
+        run=dict({k: config[k] for k in ("device", "master_seed", "budget", "fuzz")},
+                 robustness_in_headline=ROBUSTNESS_IN_HEADLINE),
     log:
         "results/logs/uncertainty.log",
     conda:

@@ -14,6 +14,7 @@ rule strategies_study:
         budget_fig=report("results/figures/strategy_recall_vs_budget.png", category="Strategies", caption="../report/strategies.rst"),
     params:
         seeds=config["study"]["seeds"],
+        robustness_in_headline=ROBUSTNESS_IN_HEADLINE,
     log:
         "results/logs/study/strategies.log",
     conda:

@@ -3,4 +3,5 @@
 from rescore.stages import illusion, setup_logging
 
 setup_logging(snakemake.log[0])
-illusion(snakemake.input.cases, snakemake.input.submissions, snakemake.output[0])
+illusion(snakemake.input.cases, snakemake.input.submissions, snakemake.output[0],
+         snakemake.params.robustness_in_headline)

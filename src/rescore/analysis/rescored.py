@@ -2,6 +2,9 @@
 copy of its check reproduces, how many fuzzing flags, the illusion rate among the claimed-correct
 (with a 95% Wilson interval), how severe those illusions are (severity.py), and how many of them are
 on degenerate problems (`rescore.engine.degenerate`: a null candidate passes the benchmark's check).
+
+Illusions and flags are the headline's (the illusion table's `fuzz_verdict`: model/evidence.py); the
+robustness findings are counted apart, per kind, beside the illusions counting everything.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pandas as pd
 from rescore.analysis.severity import ALL_TIERS, CUDA_NEVER_RAN
 from rescore.analysis.study import wilson
 from rescore.model.builds import CudaRan
+from rescore.model.evidence import ROBUSTNESS_KINDS
 from rescore.model.outcomes import FLAGGING, FixedVerdict, FuzzVerdict
 
 OUTCOME_COLUMNS = tuple(f"first_{o}" for o in sorted(FLAGGING))
@@ -39,7 +43,8 @@ def rescored_table(
             subs[col] = None
     keep = [
         c
-        for c in ("submission_id", "fixed_verdict", "fuzz_verdict", "first_failure_outcome", "severity", "cuda_ran")
+        for c in ("submission_id", "fixed_verdict", "fuzz_verdict", "first_failure_outcome", "severity", "cuda_ran",
+                  "fuzz_verdict_all", "robustness_kinds", "robustness_in_headline")
         if c in illusion
     ]
     diag_col = next((c for c in ("first_failure_diagnosis", "diagnosis") if c in illusion.columns), None)
@@ -116,7 +121,28 @@ def _summary(dump: str, g: pd.DataFrame, diag_col: str | None, degenerate_ids: s
     ran = ok["cuda_ran"] if "cuda_ran" in ok else pd.Series(dtype=object)
     row["cuda_known"] = int(ran.notna().sum())  # CUDA submissions whose cases say whether their CUDA ran
     row["cuda_never_ran"] = int(ran.eq(CudaRan.NO).sum())  # flagged or not
+    row.update(_robustness(ok, believed))
     return row
+
+
+def _robustness(ok: pd.DataFrame, believed: pd.DataFrame) -> dict:
+    """The robustness findings counted apart from the headline: submissions with any finding, with one
+    whose headline passes, per kind; and the illusions counting every case (`illusion_all_*`)."""
+    if "robustness_kinds" not in ok:
+        return {}
+    kinds = ok["robustness_kinds"].fillna("").map(lambda text: set(filter(None, text.split(","))))
+    out = {
+        "robustness_in_headline": bool(ok.get("robustness_in_headline", pd.Series(dtype=bool)).fillna(False).any()),
+        "robustness_flagged": int(kinds.map(bool).sum()),
+        "robustness_only": int((kinds.map(bool) & (ok["fuzz_verdict"] == FuzzVerdict.PASS)).sum()),
+    }
+    for kind in ROBUSTNESS_KINDS:
+        out[f"robustness_{kind}"] = int(kinds.map(lambda found, k=kind.value: k in found).sum())
+    k = int((believed["fuzz_verdict_all"] == FuzzVerdict.FLAGGED).sum())
+    lo, hi = wilson(k, len(believed))
+    out.update(illusion_all_k=k, illusion_all_rate=k / len(believed) if len(believed) else float("nan"),
+               illusion_all_lo=lo, illusion_all_hi=hi)
+    return out
 
 
 def _by_cause(flagged: pd.DataFrame, diag_col: str | None) -> str | None:

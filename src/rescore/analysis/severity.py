@@ -2,17 +2,21 @@
 
 Read from its failing cases (a flagging outcome, in a dtype it claims), each described by its row of
 the cases table: at the benchmark's own sizes or not (those of the problem's fixed-check rows; the
-fixed check itself and the `fixed` strategy's cases are), special values or not (SPECIAL_VALUES),
-strided or contiguous inputs (`layout`), and a wrong answer (WRONG) or none (a crash, a build
-failure, a timeout). An *ordinary* input has normal values and contiguous layout. The tier is the
-first of TIERS that holds:
+fixed check itself and the `fixed` strategy's cases are), headline evidence or a robustness finding
+(`rescore.model.evidence`: ordinary values, else special values, extreme magnitudes, cancellation or
+a toolchain's compiler), strided or contiguous inputs (`layout`), and a wrong answer (WRONG) or none
+(a crash, a build failure, a timeout). The tier is the first that holds:
 
-1. `benchmark_sizes`: it fails an ordinary input at the benchmark's own sizes.
-2. `other_sizes`: it gives a wrong answer on an ordinary input at other sizes.
-3. `special_values`: it fails on special values: with a wrong answer, or with none where no ordinary
-   input at other sizes goes unanswered too (when one does, its sizes explain the failure).
-4. `non_contiguous`: the same, on strided views.
-5. `shape_specialised`: it answers no ordinary input at some other sizes, and is never wrong on one.
+1. `benchmark_sizes`: it fails a contiguous headline input at the benchmark's own sizes.
+2. `other_sizes`: it gives a wrong answer on a contiguous headline input at other sizes.
+3. `non_contiguous`: it fails on strided headline inputs: with a wrong answer, or with none where no
+   contiguous headline input at other sizes goes unanswered too (when one does, its sizes explain it).
+4. `shape_specialised`: it answers no contiguous headline input at some other sizes, and is never
+   wrong on one.
+5. With no headline failure: its first robustness kind (`cancellation`, `extreme_magnitude`,
+   `special_values`, `toolchain`: evidence.ROBUSTNESS_KINDS).
+
+Tiers 1-4 also say where a robustness finding fails (`where_tier` of that kind's cases alone).
 
 A submission no case flags gets a tier only when its own CUDA never ran (`cuda_never_ran`: the
 cases' `cuda_ran` is no, worker/usage.py): its answers are right, so it is neither wrong nor an
@@ -34,9 +38,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rescore.model.builds import CudaRan
+from rescore.model.evidence import ROBUSTNESS_KINDS, EvidenceKind, kind_of
 from rescore.model.outcomes import FLAGGING, Outcome
 
-TIERS = ("benchmark_sizes", "other_sizes", "special_values", "non_contiguous", "shape_specialised")
+HEADLINE_TIERS = ("benchmark_sizes", "other_sizes", "non_contiguous", "shape_specialised")
+TIERS = (*HEADLINE_TIERS, *(k.value for k in ROBUSTNESS_KINDS))
 UNATTRIBUTED = "unattributed"
 CUDA_NEVER_RAN = "cuda_never_ran"  # not flagged, but its own CUDA never ran (see the module's docstring)
 ALL_TIERS = (*TIERS, UNATTRIBUTED, CUDA_NEVER_RAN)
@@ -46,24 +52,19 @@ WRONG: frozenset[str] = frozenset(
 )
 """Outcomes that are an answer, and a wrong one; the rest of FLAGGING is no answer at all."""
 
-SPECIAL_VALUES: frozenset[str] = frozenset({"special", "nan_few", "nan_sprinkled", "huge", "tiny"})
-"""Value classes (inputs/values.py) that hold NaN or Inf, or magnitudes near the ends of a dtype's
-range (`huge` is N(0, 1e4), `tiny` N(0, 1e-6)). Every other class is normal values: normals,
-shifted, scaled by 100 or 1e-3, signed, near-constant, integers, or the benchmark's own draw."""
-
 
 @dataclass(frozen=True)
 class FailingCase:
     """What the tiers need to know of one failing case."""
 
     at_benchmark: bool  # at the benchmark's own sizes
-    special: bool  # special values
+    kind: str  # its evidence kind (model/evidence.py): `headline` or a robustness kind
     strided: bool  # non-contiguous inputs
     answered: bool  # a wrong answer (else no answer at all)
 
     @property
-    def ordinary(self) -> bool:
-        return not (self.special or self.strided)
+    def headline(self) -> bool:
+        return self.kind == EvidenceKind.HEADLINE
 
 
 def benchmark_sizes(cases: pd.DataFrame) -> dict[str, dict]:
@@ -78,33 +79,27 @@ def describe(row: dict, own_sizes: dict | None) -> FailingCase | None:
     sizes = row.get("sizes")
     if not fixed and (not isinstance(sizes, str) or own_sizes is None):
         return None
-    values = row.get("values") if isinstance(row.get("values"), str) else "native"
     layout = row.get("layout") if isinstance(row.get("layout"), str) else "contiguous"
     return FailingCase(
         at_benchmark=fixed or json.loads(sizes) == own_sizes,
-        special=values in SPECIAL_VALUES,
+        kind=kind_of(row).value,
         strided=layout != "contiguous",
         answered=row.get("outcome") in WRONG,
     )
 
 
-def tier(cases: list[FailingCase]) -> str:
-    """The tier of a submission with these (described) failing cases; see the module's docstring."""
+def where_tier(cases: list[FailingCase]) -> str:
+    """Where these failing cases fail, whatever their values: tiers 1-4 of the module's docstring
+    (`unattributed` for none)."""
     if not cases:
         return UNATTRIBUTED
-    ordinary = [c for c in cases if c.ordinary]
-    if any(c.at_benchmark for c in ordinary):
+    contiguous = [c for c in cases if not c.strided]
+    if any(c.at_benchmark for c in contiguous):
         return "benchmark_sizes"
-    if any(c.answered for c in ordinary):
+    if any(c.answered for c in contiguous):
         return "other_sizes"
-    unanswered_elsewhere = bool(ordinary)  # what is left of them: no answer, at other sizes
-
-    def by_input(c: FailingCase) -> bool:
-        return c.answered or c.at_benchmark or not unanswered_elsewhere
-
-    if any(c.special and by_input(c) for c in cases):
-        return "special_values"
-    if any(c.strided and by_input(c) for c in cases):
+    unanswered_elsewhere = bool(contiguous)  # what is left of them: no answer, at other sizes
+    if any(c.answered or c.at_benchmark or not unanswered_elsewhere for c in cases):
         return "non_contiguous"
     return "shape_specialised"
 
@@ -115,6 +110,15 @@ def severity(flagged_tier: str | None, cuda_ran: str | None) -> str | None:
     if flagged_tier is not None:
         return flagged_tier
     return CUDA_NEVER_RAN if cuda_ran == CudaRan.NO else None
+
+
+def tier(cases: list[FailingCase]) -> str:
+    """The tier of a submission with these (described) failing cases; see the module's docstring."""
+    headline = [c for c in cases if c.headline]
+    if headline or not cases:
+        return where_tier(headline)
+    kinds = {c.kind for c in cases}
+    return next(k.value for k in ROBUSTNESS_KINDS if k.value in kinds)
 
 
 def submission_tier(rows: pd.DataFrame, own_sizes: dict | None) -> str | None:

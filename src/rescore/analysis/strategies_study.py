@@ -5,17 +5,23 @@ only a GPU can show (races, 32-bit offset overflow) is left out of recall when t
 CPU, and the table says so. Recall and false positives count labelled submissions only; a real
 dump's unlabelled submissions get flag rates (the share of them a strategy flags), and every row
 says in `needs_labels` and `note` what its labels leave out.
+
+A case flags only with headline evidence (model/evidence.py: a failure on ordinary values), unless the
+config counts robustness findings toward the headline: a strategy whose values are all robustness
+classes (`nan_injected`) then finds no headline bug, and `kernel_recall_all_*` / `kernel_fp_all_*`
+give its kernel-level rates counting every failure, as before the split.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from rescore.analysis.study import UNLABELLED, claimed, labels_note, observable, study_label, wilson
+from rescore.analysis.study import UNLABELLED, claimed, headline_mask, labels_note, observable, study_label, wilson
 from rescore.model.outcomes import FLAGGING, Outcome
 
 RATE_PARTS = ("k", "n", "rate", "lo", "hi")
-RATES = ("case_recall", "kernel_recall", "case_fp", "kernel_fp", "case_flag", "kernel_flag")
+RATES = ("case_recall", "kernel_recall", "case_fp", "kernel_fp", "case_flag", "kernel_flag", "kernel_recall_all",
+         "kernel_fp_all")
 STRATEGY_COLUMNS = [
     "strategy", *(f"{r}_{p}" for r in RATES for p in RATE_PARTS), "cases", "buggy_kernels", "control_kernels",
     "unlabelled_kernels", "median_cases_to_first_failure", "needs_labels", "note",
@@ -25,9 +31,12 @@ BUDGET_COLUMNS = ["strategy", "label", "bug_class", "budget", "found", "kernels"
 NO_BUGGY_NOTE = "recall per bug class needs labels: no submission here is labelled buggy"
 
 
-def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
+def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | None = None,
+                robustness_in_headline: bool = False) -> pd.DataFrame:
     """Evaluation fuzz cases that ran (not skipped, not declined) in a dtype the submission claims,
-    with each submission's label (`correct`, `buggy`, or UNLABELLED for any other)."""
+    with each submission's label (`correct`, `buggy`, or UNLABELLED for any other), whether the case
+    flags its kernel (`flagged`: a failure that is headline evidence) and whether it fails at all
+    (`flagged_all`)."""
     meta = submissions.set_index("submission_id").reindex(columns=["label", "bug_class", "op", "language",
                                                                     "declines"])
     df = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
@@ -37,7 +46,8 @@ def study_cases(cases: pd.DataFrame, submissions: pd.DataFrame, seeds: int | Non
     if seeds is not None:
         df = df[df["case_index"] < seeds]
     df = observable(df)
-    df["flagged"] = df["outcome"].isin(FLAGGING)
+    df["flagged_all"] = df["outcome"].isin(FLAGGING)
+    df["flagged"] = df["flagged_all"] & headline_mask(df, robustness_in_headline)
     return df
 
 
@@ -66,6 +76,9 @@ def strategies_table(df: pd.DataFrame) -> pd.DataFrame:
             cases, per_kernel = parts[label], kernels[label]
             row.update({f"case_{prefix}_{k}": v for k, v in _rate(int(cases["flagged"].sum()), len(cases)).items()})
             row.update({f"kernel_{prefix}_{k}": v for k, v in _rate(int(per_kernel.sum()), len(per_kernel)).items()})
+        for prefix, label in (("recall", "buggy"), ("fp", "correct")):
+            every = parts[label].groupby("submission_id")["flagged_all"].any()
+            row.update({f"kernel_{prefix}_all_{k}": v for k, v in _rate(int(every.sum()), len(every)).items()})
         counts = [len(kernels[label]) for label in ("buggy", "correct", UNLABELLED)]
         row.update({
             "cases": len(g),

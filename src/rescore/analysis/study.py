@@ -7,8 +7,10 @@ import math
 
 import pandas as pd
 
+from rescore.analysis import robustness
 from rescore.analysis.cuda_usage import submission_cuda
 from rescore.analysis.severity import benchmark_sizes, severity, submission_tier
+from rescore.model.evidence import classify, counts_in_headline, kind_of
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
 from rescore.model.outcomes import (
     FLAGGING,
@@ -110,7 +112,9 @@ def failures_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
     """Every flagged case, with what a reproducer needs (paths, trigger) and a stable id."""
     flagged = cases[cases["outcome"].isin(FLAGGING)].copy()
     if flagged.empty:
-        return flagged.assign(failure_id=[], problem_path=[], source_path=[], trigger=[], label=[], bug_class=[])
+        return flagged.assign(failure_id=[], problem_path=[], source_path=[], trigger=[], label=[], bug_class=[],
+                              evidence=[])
+    flagged["evidence"] = [str(kind_of(r)) for r in flagged.to_dict("records")]
     meta = submissions.set_index("submission_id")[["problem_path", "source_path", "trigger", "label", "bug_class"]]
     flagged = flagged.join(meta, on="submission_id")
     flagged["failure_id"] = [failure_id(r) for r in flagged.to_dict("records")]
@@ -170,6 +174,7 @@ def reproducer(row: dict, dump: str) -> dict:
                 "policy_ratios",
             )
         },
+        "evidence": classify(row).as_dict(),  # headline, or which robustness finding (model/evidence.py)
         "environment": {"device": row.get("device"), "versions": row.get("versions")},
         "replay": row.get("replay"),
         "replay_by_id": f"rescore replay {row['failure_id']}",
@@ -220,10 +225,24 @@ def submission_cause(fuzz: pd.DataFrame) -> tuple[str | None, str | None]:
     return cause, first.get("cause_evidence")
 
 
-def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
+def headline_mask(rows: pd.DataFrame, robustness_in_headline: bool = False) -> pd.Series:
+    """Per case row, whether it counts toward the headline verdict (`rescore.model.evidence`)."""
+    if robustness_in_headline or rows.empty:
+        return pd.Series(True, index=rows.index, dtype=bool)
+    return pd.Series([counts_in_headline(r) for r in rows.to_dict("records")], index=rows.index, dtype=bool)
+
+
+def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame, robustness_in_headline: bool = False
+                   ) -> pd.DataFrame:
     """Per submission: fixed verdict, fuzz verdict, failed/total, first failing input, illusion, and
     for a flagged one its severity tier (severity.py). Fuzz cases in dtypes the submission does not
-    claim are left out: they judge nothing."""
+    claim are left out: they judge nothing.
+
+    `fuzz_verdict`, `illusion`, the case counts, the first failure, diagnosis, cause and severity are
+    the HEADLINE's: they count headline evidence only (model/evidence.py), unless
+    `robustness_in_headline`. The robustness findings are beside them (`robustness`: per kind its
+    tier and evidence, analysis/robustness.py), and `fuzz_verdict_all`, `illusion_all` and
+    `severity_all` count every case."""
     rows = []
     cases = cases.assign(in_claim=claimed(cases, submissions))
     own_sizes = benchmark_sizes(cases)
@@ -231,20 +250,23 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
     for sub in submissions.to_dict("records"):
         g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
         fixed = g[g["oracle"] == "fixed"]
-        fuzz = evaluation_fuzz(g[g["in_claim"]])
+        every = evaluation_fuzz(g[g["in_claim"]])
+        fuzz = every[headline_mask(every, robustness_in_headline)]
+        own = own_sizes.get(sub.get("problem_id"))
         fixed_says = fixed_verdict(fixed["outcome"].iloc[0] if len(fixed) else Outcome.SKIPPED)
         ran = fuzz[~fuzz["outcome"].isin([Outcome.SKIPPED])]
         failed = int(ran["outcome"].isin(FLAGGING).sum())
         declined = int((ran["outcome"] == Outcome.DECLINED).sum())
-        fuzz_says = fuzz_verdict(list(fuzz["outcome"]))
-        stopped = fuzz[(fuzz["outcome"] == Outcome.SKIPPED) & fuzz["reason"].map(stopped_early).astype(bool)]
-        refusals = (fuzz["outcome"] == Outcome.SKIPPED) & fuzz["reason"].map(refused).astype(bool)
+        fuzz_says, all_says = fuzz_verdict(list(fuzz["outcome"])), fuzz_verdict(list(every["outcome"]))
+        stopped = every[(every["outcome"] == Outcome.SKIPPED) & every["reason"].map(stopped_early).astype(bool)]
+        refusals = (every["outcome"] == Outcome.SKIPPED) & every["reason"].map(refused).astype(bool)
         first = _first_failure(fuzz)
         cause, evidence = submission_cause(fuzz)
-        tier = None
-        if fuzz_says == FuzzVerdict.FLAGGED:
-            judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
-            tier = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
+        claimed_fixed = fixed[fixed["in_claim"]]
+        tier = submission_tier(pd.concat([claimed_fixed, fuzz]), own) if fuzz_says == FuzzVerdict.FLAGGED else None
+        severity_all = submission_tier(pd.concat([claimed_fixed, every]), own) if all_says == FuzzVerdict.FLAGGED \
+            else None
+        found = robustness.findings(every.to_dict("records"), own)
         cuda_ran, cuda_build = submission_cuda(g)
         first_input = None
         if first:
@@ -266,7 +288,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "failed_cases": failed,
                 "total_cases": int(len(ran)),
                 "declined_cases": declined,
-                "skipped_cases": int((fuzz["outcome"] == Outcome.SKIPPED).sum()),
+                "skipped_cases": int((every["outcome"] == Outcome.SKIPPED).sum()),
                 # of those, never run: the submission's budget was spent, or it was settled (pacing.py)
                 "stopped_cases": int(len(stopped)),
                 "stopped_reason": stopped["reason"].iloc[0] if len(stopped) else None,
@@ -283,6 +305,13 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
                 "severity": severity(tier, cuda_ran),
                 "cuda_ran": cuda_ran,  # CUDA submissions: yes | no | unknown (analysis/cuda_usage.py)
                 "cuda_build": cuda_build,
+                "robustness_in_headline": robustness_in_headline,
+                "robustness_kinds": robustness.kinds_text(found),
+                "robustness_failed_cases": sum(f["failed_cases"] for f in found),
+                "robustness": robustness.as_json(found),
+                "fuzz_verdict_all": all_says,
+                "illusion_all": bool(fixed_says == FixedVerdict.PASS and all_says == FuzzVerdict.FLAGGED),
+                "severity_all": severity(severity_all, cuda_ran),
             }
         )
     return pd.DataFrame(rows)

@@ -10,7 +10,8 @@ from collections import defaultdict
 
 import pandas as pd
 
-from rescore.analysis.study import GPU_ONLY_CLASSES
+from rescore.analysis.robustness import describe_finding
+from rescore.analysis.study import GPU_ONLY_CLASSES, headline_mask
 from rescore.model.outcomes import FuzzVerdict, Outcome, stopped_early
 from rescore.model.records import LABELS
 from rescore.model.schema import largest_in_json
@@ -61,6 +62,31 @@ def stopped_lines(fuzz: pd.DataFrame, submissions: pd.DataFrame) -> list[str]:
         planned = fuzz[fuzz["submission_id"] == sid]
         ran = int((planned["outcome"] != Outcome.SKIPPED).sum())
         lines.append(f"| {names.get(sid, sid)} | {ran} of {len(planned)} | {g['reason'].iloc[0][:200]} |")
+    return lines
+
+
+def robustness_lines(illusion: pd.DataFrame, in_headline: bool) -> list[str]:
+    """The robustness findings (model/evidence.py) of the submissions whose headline fuzz verdict passes,
+    each with its kinds, tiers and first failing case: what the headline leaves out (or, with
+    `verdicts.robustness_in_headline`, what it counts); those of flagged submissions are counted."""
+    if "robustness" not in illusion:
+        return []
+    found = illusion[illusion["robustness_kinds"].fillna("") != ""]
+    apart = found[found["fuzz_verdict"] != FuzzVerdict.FLAGGED]
+    counted = ("are counted in the verdicts above" if in_headline
+               else "are not counted in the verdicts above, nor in the bounds on passing submissions")
+    lines = ["", "## Robustness findings", "",
+             "Failures on NaN/Inf inputs, extreme magnitudes, cancelling values, or from one toolchain's compiler "
+             f"{counted} (`verdicts.robustness_in_headline`). {len(found)} submissions have such findings, "
+             f"{len(found) - len(apart)} of them also flagged on ordinary values; the others are below, each "
+             "finding with its tier (where it fails) and its first failing case (all of them: `robustness` in "
+             "illusion.parquet).", ""]
+    if apart.empty:
+        return lines
+    lines += ["| submission | label | headline fuzz verdict | findings |", "|---|---|---|---|"]
+    for r in apart.sort_values("name").to_dict("records"):
+        parts = [describe_finding(f).replace("|", "/") for f in json.loads(r["robustness"])]
+        lines.append(f"| {r['name']} | {r['label']} | {r['fuzz_verdict']} | {'<br>'.join(parts)} |")
     return lines
 
 
@@ -217,11 +243,13 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
               "| submission | label | strategy: cases -> 95% upper bound on per-case failure probability |",
               "|---|---|---|"]
     passed = illusion[illusion["fuzz_verdict"] == FuzzVerdict.PASS]
+    counted = ran[headline_mask(ran, bool(config.get("robustness_in_headline")))]
     for r in passed.sort_values("name").to_dict("records"):
-        g = ran[ran["submission_id"] == r["submission_id"]]
+        g = counted[counted["submission_id"] == r["submission_id"]]
         parts = [f"{s}: {len(gs)} -> {_fmt(upper_bound(0, len(gs)))}" for s, gs in g.groupby("strategy")]
         parts.append(f"all: {len(g)} -> {_fmt(upper_bound(0, len(g)))}")
         lines.append(f"| {r['name']} | {r['label']} | {'; '.join(parts)} |")
+    lines += robustness_lines(illusion, bool(config.get("robustness_in_headline")))
     lines += [
         "",
         "## What no test here can establish",

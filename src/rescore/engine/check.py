@@ -1,47 +1,51 @@
-"""Check one kernel from the shell: the fixed-shape check and the fuzz oracle on one pair of files."""
+"""Check one kernel from the shell: the fixed-shape check and the fuzz oracle on one pair of files.
+
+The fuzz verdict (and the exit code) is the headline's: failures on ordinary values
+(`rescore.model.evidence`); robustness findings are printed and written apart, and count toward it
+only with `robustness_in_headline` (`--robustness-counts`)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
+from rescore.analysis import robustness
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
+from rescore.model.evidence import classify
 from rescore.model.outcomes import FixedVerdict, FuzzVerdict, Outcome, fixed_verdict, fuzz_verdict, stopped_early
 from rescore.model.records import Submission
 from rescore.model.run import RunConfig
 
 
-def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, progress=None) -> tuple[dict, list[dict]]:
+def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, progress=None,
+               robustness_in_headline: bool = False) -> tuple[dict, list[dict]]:
     """Run a submission; returns the summary (the `--json` document) and every case row."""
     worker = Worker(cfg.device, cfg.budget, log_dir, explain=cfg.explain)
     try:
         rows = run_submission(sub, cfg, worker, progress=progress)
     finally:
         worker.stop()
-    return summarize(rows), rows
+    return summarize(rows, robustness_in_headline), rows
 
 
-def summarize(rows: list[dict]) -> dict:
+def _failure(r: dict) -> dict:
+    """One failing case as the `--json` document lists it."""
+    keys = ("outcome", "strategy", "seed", "dtype", "sizes", "shapes", "values", "layout", "max_abs_err", "reason",
+            "cause", "cause_evidence", "replay")
+    return {k: r[k] if k in ("outcome", "strategy", "seed", "dtype") else r.get(k) for k in keys}
+
+
+def summarize(rows: list[dict], robustness_in_headline: bool = False) -> dict:
+    """The `--json` document: the fixed verdict, the headline fuzz verdict with its failures, and the
+    robustness findings apart (per kind, with its tier and first failing case, and every such case)."""
     fixed = next((r for r in rows if r.get("oracle") == "fixed"), None)
     fuzz = [r for r in rows if r.get("oracle") == "fuzz"]
     outcomes = Counter(r["outcome"] for r in fuzz)
-    failures = [
-        {
-            "outcome": r["outcome"],
-            "strategy": r["strategy"],
-            "seed": r["seed"],
-            "dtype": r["dtype"],
-            "sizes": r.get("sizes"),
-            "shapes": r.get("shapes"),
-            "max_abs_err": r.get("max_abs_err"),
-            "reason": r.get("reason"),
-            "cause": r.get("cause"),
-            "cause_evidence": r.get("cause_evidence"),
-            "replay": r.get("replay"),
-        }
-        for r in fuzz
-        if r["outcome"] not in (Outcome.PASS, Outcome.SKIPPED, Outcome.DECLINED)
-    ]
+    counted = [r for r in fuzz if robustness_in_headline or classify(r).headline]
+    failed = [r for r in fuzz if r["outcome"] not in (Outcome.PASS, Outcome.SKIPPED, Outcome.DECLINED)]
+    failures = [_failure(r) for r in failed if robustness_in_headline or classify(r).headline]
+    own_sizes = json.loads(fixed["sizes"]) if fixed and isinstance(fixed.get("sizes"), str) else None
     skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == Outcome.SKIPPED)
     stopped = next((r["reason"] for r in fuzz
                     if r["outcome"] == Outcome.SKIPPED and stopped_early(r.get("reason"))), None)
@@ -57,7 +61,9 @@ def summarize(rows: list[dict]) -> dict:
     return {
         "fixed": fixed_doc,
         "fuzz": {
-            "verdict": fuzz_verdict(list(outcomes.elements())),
+            "verdict": fuzz_verdict([r["outcome"] for r in counted]),
+            "verdict_all": fuzz_verdict(list(outcomes.elements())),  # every case, robustness findings too
+            "robustness_in_headline": robustness_in_headline,
             "cases": sum(r.get("purpose") != "regression" for r in fuzz),
             "replayed": sum(r.get("purpose") == "regression" for r in fuzz),  # stored failures, run first
             "run": sum(r["outcome"] != Outcome.SKIPPED for r in fuzz),  # judged: neither skipped nor stopped early
@@ -65,6 +71,9 @@ def summarize(rows: list[dict]) -> dict:
             "outcomes": dict(sorted(outcomes.items())),
             "skipped_reasons": dict(skipped),
             "failures": failures,
+            "robustness": robustness.findings(fuzz, own_sizes),
+            "robustness_failures": [dict(_failure(r), kind=str(classify(r).kind))
+                                    for r in failed if not classify(r).headline],
         },
     }
 
@@ -94,6 +103,23 @@ def human_summary(doc: dict, sub: Submission, device: str) -> str:
         if first.get("cause"):
             lines.append(f"  cause (confirmed by experiment): {first['cause']}: {first.get('cause_evidence')}")
         lines.append(f"  replay: {first['replay']}")
+    lines += robustness_summary(fz)
     if fx["verdict"] == FixedVerdict.PASS and fz["verdict"] == FuzzVerdict.FLAGGED:
         lines.append("  ILLUSION: the benchmark's check passes this kernel, fuzzing flags it.")
     return "\n".join(lines)
+
+
+def robustness_summary(fz: dict) -> list[str]:
+    """The robustness findings' lines: each kind with its tier, counts, first failing case and replay."""
+    found = fz.get("robustness") or []
+    if not found:
+        return []
+    counted = fz.get("robustness_in_headline")
+    how = ("counted in the fuzz verdict (--robustness-counts)" if counted
+           else "not counted in the fuzz verdict or the exit code; --robustness-counts counts them")
+    lines = [f"  robustness findings ({how}):"]
+    for finding in found:
+        lines.append(f"    {robustness.describe_finding(finding)}")
+        lines.append(f"      why: {finding['evidence']['why']}")
+        lines.append(f"      replay: {finding['first'].get('replay')}")
+    return lines

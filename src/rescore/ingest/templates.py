@@ -98,8 +98,13 @@ modules it imports from the corpus are embedded below, by their paths relative t
 folder, and written, once, into a content-addressed folder of the temporary folder in that layout,
 so the script finds its helpers through its own `__file__` as it does in the corpus. Sizes are the
 op schema's dims, at their first candidate.
+
+Run at a test dtype the script gives the float64 result rounded, which says nothing of what a correct
+kernel's roundings add up to; `round_intermediates` is rescore's low-precision reference for it
+(rescore.oracle.reference): the script with every floating numpy result moved by one rounding.
 """
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -117,6 +122,49 @@ _REF_FILES = $ref_files
 _REF_PATH = $ref_path
 _HELPER_MODULES = $helper_modules
 _INPUT_NAMES = $input_names
+_ROUNDING = {"u": 0.0, "rng": None}
+
+
+class _Rounded(np.ndarray):
+    """An array each of whose floating ufunc results (an add, a product, exp, a sum, a mean's division)
+    is moved by one rounding, a relative u either way, while `round_intermediates` is on."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = [np.asarray(x) if isinstance(x, _Rounded) else x for x in inputs]
+        if kwargs.get("out"):
+            kwargs["out"] = tuple(np.asarray(o) if isinstance(o, _Rounded) else o for o in kwargs["out"])
+        result = getattr(ufunc, method)(*inputs, **kwargs)
+        return tuple(_round(r) for r in result) if isinstance(result, tuple) else _round(result)
+
+
+def _round(value):
+    rng, u = _ROUNDING["rng"], _ROUNDING["u"]
+    if rng is None:
+        return value
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        moved = value if value.flags.writeable else value.copy()
+        moved *= 1 + u * (rng.integers(0, 2, moved.shape) * 2 - 1)
+        return moved.view(_Rounded)
+    if isinstance(value, np.floating):
+        return type(value)(value * (1 + u * (int(rng.integers(0, 2)) * 2 - 1)))
+    return value
+
+
+def _rounding_from(array):
+    """A decoded input as it is, but one whose floating results are rounded from here on."""
+    return array.view(_Rounded) if array.dtype.kind == "f" else array
+
+
+@contextlib.contextmanager
+def round_intermediates(u, seed):
+    """While on, the reference script's floating inputs (decoded with np.frombuffer, as the gpuemu
+    protocol does) are _Rounded, and so is every floating result computed from them: Monte Carlo
+    arithmetic, the script's own algorithm with each step rounded once at unit roundoff `u`."""
+    _ROUNDING.update(u=float(u), rng=np.random.default_rng(seed))
+    try:
+        yield
+    finally:
+        _ROUNDING.update(u=0.0, rng=None)
 
 
 def _encode(t):
@@ -161,12 +209,16 @@ def _run_reference(request):
     saved = sys.stdin, sys.stdout
     sys.stdin, sys.stdout = stdin, stdout
     sys.path.insert(0, os.path.dirname(path))  # as `python <script>` does
+    frombuffer = np.frombuffer
+    if _ROUNDING["rng"] is not None:
+        np.frombuffer = lambda *a, **k: _rounding_from(frombuffer(*a, **k))
     try:
         exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
     except SystemExit as exc:
         if exc.code not in (None, 0):
             raise RuntimeError(f"{_REF_PATH} of $title exited with {exc.code!r}") from None
     finally:
+        np.frombuffer = frombuffer
         sys.stdin, sys.stdout = saved
         sys.path[:] = saved_path
         for name in [n for n in list(sys.modules) if n.split(".")[0] in _HELPER_MODULES]:

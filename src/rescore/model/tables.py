@@ -99,6 +99,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 SCHEMAS["failures"] = pa.schema(
     list(SCHEMAS["cases"])
     + [("failure_id", _S), ("problem_path", _S), ("source_path", _S), ("trigger", _S), ("label", _S), ("bug_class", _S)]
+    + [("evidence", _S)]  # `headline`, or the robustness finding's kind (model/evidence.py)
 )
 
 SCHEMAS["shrunk"] = pa.schema(

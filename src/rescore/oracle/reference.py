@@ -2,6 +2,15 @@
 truth), at the test dtype as a correct kernel computes it (the low-precision reference), and the
 truth's other runs (the terms a linear op sums; the values that do not depend on non-finite inputs).
 
+A problem whose Model computes in float64 and rounds its result to the inputs' dtype (gpuemu's
+ref_fp64.py scripts) has no low-precision reference to run: at the test dtype it returns the truth
+rounded, whose error is half an ulp whatever a correct kernel's roundings add up to. Such a problem
+module gives `round_intermediates(u, seed)`, a context manager under which its Model rounds every
+intermediate result once, by a relative u either way (Monte Carlo arithmetic); its low-precision
+reference is the farthest from the truth of ROUNDING_DRAWS such runs at the accumulation precision's
+unit roundoff, rounded to the test dtype: the reference's own algorithm, each step rounded as a
+correct float32 kernel rounds it.
+
 Nothing here imports the worker: the worker hands in the problem module, the devices, and a context
 manager that records the reference's ops.
 """
@@ -16,6 +25,19 @@ import types
 import torch
 
 from rescore.model.oom import is_oom
+from rescore.oracle.compare import max_finite_error
+from rescore.oracle.tolerance import accumulation_eps
+
+ROUND_INTERMEDIATES = "round_intermediates"
+"""The problem module's context manager `(u, seed)` under which its Model rounds every intermediate."""
+
+ROUNDING_DRAWS = 3  # Monte Carlo runs per case; the farthest from the truth is the low-precision reference
+
+
+def intermediate_rounding(problem: types.ModuleType):
+    """The problem's `round_intermediates`, or None when its Model is run at the test dtype instead."""
+    hook = getattr(problem, ROUND_INTERMEDIATES, None)
+    return hook if callable(hook) else None
 
 
 class ReferenceRejects(Exception):
@@ -70,7 +92,9 @@ class Reference:
                     start = time.perf_counter()
                     truth = self.model64(*args)
                     self.seconds = time.perf_counter() - start  # a host run's time (a GPU run is queued)
-                if lowp_inputs is not None:
+                if lowp_inputs is not None and intermediate_rounding(problem) is not None:
+                    ref_lowp = self.rounding_run(intermediate_rounding(problem), args, truth, tdtype, wseed, device)
+                elif lowp_inputs is not None:
                     ref_lowp = reference_at(ref_model, lowp_inputs, device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again
             if is_oom(exc):
@@ -81,6 +105,30 @@ class Reference:
             raise ReferenceRejects("the reference returned no tensor")
         lowps = flatten(ref_lowp) if ref_lowp is not None else None
         return truths, lowps
+
+    def rounding_run(self, rounding, args: list, truth, tdtype: torch.dtype, wseed: int, device: str):
+        """The low-precision reference of a problem whose Model rounds a float64 result (the module's
+        docstring): of ROUNDING_DRAWS runs of the float64 Model on `args` under `rounding(u, seed)`, the
+        one farthest from `truth` (its output on `args`), rounded to `tdtype` on `device`; None when a
+        run fails (the bound is then the dtype's tolerance alone, as without a low-precision reference)."""
+        assert self.model64 is not None
+        truth = flatten(truth)
+        u = accumulation_eps(dtype_name(tdtype)) / 2
+        best, farthest = None, -1.0
+        for draw in range(ROUNDING_DRAWS):
+            try:
+                with rounding(u, (wseed + draw) % 2**63):
+                    got = flatten(self.model64(*args))
+            except Exception:  # noqa: BLE001 - as reference_at: no low-precision reference then
+                return None
+            if got is None or truth is None or len(got) != len(truth):
+                return None
+            spread = max((max_finite_error(g, t) for g, t in zip(got, truth) if g.is_floating_point()
+                          and g.shape == t.shape), default=0.0)
+            if spread > farthest:
+                best, farthest = got, spread
+        rounded = [o.to(device=device, dtype=tdtype) if o.is_floating_point() else o.to(device) for o in best]
+        return rounded[0] if len(rounded) == 1 else rounded
 
     def float64_run(self, inputs64: list) -> list | None:
         """The float64 reference of the case (`run`'s module, on its truth device) on other inputs;
@@ -137,6 +185,10 @@ class Reference:
             same = torch.isfinite(a) & (a == b)
             structural.append(torch.where(same, a, torch.full_like(a, float("nan"))))
         return structural
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def structural_truth(out: torch.Tensor, truth: torch.Tensor, structural: torch.Tensor | None) -> torch.Tensor:
