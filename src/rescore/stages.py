@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.analysis import figures, tolerance_study
+from rescore.analysis.causes import causes_table, load_classes, precision_summary
 from rescore.analysis.papers.stage import build as build_paper_table
 from rescore.analysis.rescored import rescored_table
 from rescore.analysis.strategies_study import budget_table, by_class_table, heatmap_table, strategies_table, study_cases
@@ -162,6 +163,16 @@ def failures(cases: str, submissions: str, out: str, reproducers: str) -> None:
 
 def illusion(cases: str, submissions: str, out: str) -> None:
     write_parquet(illusion_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions")), out)
+
+
+def causes(illusion_path: str, cases: str, submissions: str, classes: str, out: str) -> None:
+    """The cause x bug-class table, and each cause's precision in the log."""
+    table = causes_table(read_parquet(illusion_path), read_parquet(cases, "cases"),
+                         read_parquet(submissions, "submissions"), load_classes(classes))
+    write_parquet(table, out, "causes")
+    for row in precision_summary(table).to_dict("records"):
+        log.info("%s: %s on %s judged kernels, precision %s (%s judged cases, %s)", row["dump"], row["cause"],
+                 row["judged"], row["precision"], row["case_judged"], row["case_precision"])
 
 
 def verdicts(illusion_path: str, outputs: list[str]) -> None:

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from rescore.analysis.severity import benchmark_sizes, submission_tier
+from rescore.analysis.severity import ALL_TIERS, benchmark_sizes, describe, submission_tier, tier
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
 from rescore.model.outcomes import (
     FLAGGING,
@@ -204,18 +204,29 @@ def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
     return str(kinds.mode().iloc[0])
 
 
-def submission_cause(fuzz: pd.DataFrame) -> tuple[str | None, str | None]:
-    """(cause, evidence) of a flagged submission: the cause most of its failing cases' experiments
-    confirmed (worker/experiments.py), with the evidence of the first such case; (None, None) when no
-    experiment confirmed one (its `diagnosis` then says what the values show)."""
-    if "cause" not in fuzz:
+def submission_cause(rows: pd.DataFrame, own_sizes: dict | None = None) -> tuple[str | None, str | None]:
+    """(cause, evidence) of a flagged submission, by one rule: its failing rows (the fixed check and
+    fuzz cases in claimed dtypes) ranked by the severity tier each alone falls in (severity.TIERS:
+    the benchmark's own sizes first; rows that do not say what their input was last), then in
+    FIRST_FAILURE_ORDER; the cause an experiment confirmed (worker/experiments.py) on the first of
+    them that has one. Its worst failure's cause, not the majority of mixed labels. A submission
+    wrong on an ordinary input at the benchmark's own sizes is never `shape_specialised`. (None,
+    None) when no failing row has a cause (its `diagnosis` then says what the values show)."""
+    if "cause" not in rows:
         return None, None
-    bad = fuzz[fuzz["outcome"].isin(FLAGGING) & fuzz["cause"].fillna("").ne("")]
+    bad = rows[rows["outcome"].isin(FLAGGING)]
     if bad.empty:
         return None, None
-    cause = str(bad["cause"].mode().iloc[0])
-    first = bad[bad["cause"] == cause].sort_values(FIRST_FAILURE_ORDER).iloc[0]
-    return cause, first.get("cause_evidence")
+    described = [describe(r, own_sizes) for r in bad.to_dict("records")]
+    rank = [ALL_TIERS.index(tier([c])) if c is not None else len(ALL_TIERS) for c in described]
+    confirmed = bad.assign(tier_rank=rank).sort_values(["tier_rank", *FIRST_FAILURE_ORDER])
+    confirmed = confirmed[confirmed["cause"].fillna("").ne("")]
+    if tier([c for c in described if c is not None]) == "benchmark_sizes":
+        confirmed = confirmed[confirmed["cause"] != "shape_specialised"]
+    if confirmed.empty:
+        return None, None
+    first = confirmed.iloc[0]
+    return str(first["cause"]), first.get("cause_evidence")
 
 
 def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
@@ -237,10 +248,10 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFra
         fuzz_says = fuzz_verdict(list(fuzz["outcome"]))
         stopped = fuzz[(fuzz["outcome"] == Outcome.SKIPPED) & fuzz["reason"].map(stopped_early).astype(bool)]
         first = _first_failure(fuzz)
-        cause, evidence = submission_cause(fuzz)
+        judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
+        cause, evidence = submission_cause(judged, own_sizes.get(sub.get("problem_id")))
         severity = None
         if fuzz_says == FuzzVerdict.FLAGGED:
-            judged = pd.concat([fixed[fixed["in_claim"]], fuzz])
             severity = submission_tier(judged, own_sizes.get(sub.get("problem_id")))
         first_input = None
         if first:
