@@ -73,7 +73,7 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
             spec = case_inputs.draw(problem, schema, ctx.budget, strategy, attempt_seed, dtype, override)
         row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
         try:
-            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
+            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again, decoy)
         except ReferenceRejects as rejected:
             if override:
                 return dict(row, outcome=Outcome.SKIPPED,
@@ -85,7 +85,7 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
             spec = case_inputs.held_draw(problem, schema, ctx.budget, strategy, sub_seed(seed, f"held{attempt}"), dtype)
         row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
         try:
-            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
+            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again, decoy)
         except ReferenceRejects as rejected:
             last = str(rejected)
     where = ctx.loaded.job["problem"]["path"]

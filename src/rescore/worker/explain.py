@@ -57,10 +57,12 @@ def aside(ctx: WorkerContext):
         guard.findings, guard.details, guard.published, ctx.explainer.trace = saved
 
 
-def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase) -> dict:
+def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase,
+            decoy: bool = False) -> dict:
     """The failed row with the cause an experiment confirmed (`cause`, `cause_evidence`), in the
-    order of the module's docstring; the row as it is when none does. The case's trace is let go of
-    here, so that its tensors are not held while the next case allocates its own."""
+    order of the module's docstring; the row as it is when none does (`decoy`: the case began with
+    the decoy call). The case's trace is let go of here, so that its tensors are not held while the
+    next case allocates its own."""
     if ctx.explainer.running:
         return row
     trace, ctx.explainer.trace = ctx.explainer.trace, None
@@ -68,7 +70,7 @@ def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None
         return row
     with aside(ctx):
         try:
-            found = _confirm(ctx, spec, row, override, run_case, trace)
+            found = _confirm(ctx, spec, row, override, run_case, trace, decoy)
         except NeedsRestart:
             ctx.guard.restart = True
             found = None
@@ -76,7 +78,7 @@ def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None
 
 
 def _confirm(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase,
-             trace: CaseTrace | None) -> Confirmed | None:
+             trace: CaseTrace | None, decoy: bool) -> Confirmed | None:
     if row["outcome"] == Outcome.MUTATED_INPUT:
         return Confirmed(Cause.INPUT_MUTATION, f"{row.get('reason', '')}: the inputs' bytes after the call "
                          "differ from a copy taken before it")
@@ -92,7 +94,7 @@ def _confirm(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | Non
                 return found
     if override:
         return None
-    return specialised.confirm(ctx, spec, row, run_case)
+    return specialised.confirm(ctx, spec, row, run_case, decoy)
 
 
 def _attempt(ctx: WorkerContext, experiment, trace: CaseTrace, row: dict) -> Confirmed | None:
@@ -110,12 +112,14 @@ def _attempt(ctx: WorkerContext, experiment, trace: CaseTrace, row: dict) -> Con
 @dataclass
 class Call:
     """One call of an experiment: the output, that output as the caller's stream saw it right after
-    the call (what is judged), what the experiment's context saw, and `check()` read inside it."""
+    the call (what is judged), what the experiment's context saw, `check()` read inside it, and the
+    inputs it was given."""
 
     out: object
     seen: object
     watched: object = None
     checked: object = None
+    inputs: list | None = None
 
 
 def again(ctx: WorkerContext, trace: CaseTrace, context=contextlib.nullcontext, check=None,
@@ -147,7 +151,7 @@ def again(ctx: WorkerContext, trace: CaseTrace, context=contextlib.nullcontext, 
         copy = as_seen_from(stream, out)
     if ctx.device == "cuda":
         torch.cuda.synchronize()
-    return Call(out, copy, seen.get("watched"), seen.get("check"))
+    return Call(out, copy, seen.get("watched"), seen.get("check"), inputs)
 
 
 def judged(ctx: WorkerContext, trace: CaseTrace, out, truths: list, lowps: list | None,
