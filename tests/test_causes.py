@@ -188,7 +188,22 @@ def test_later_calls_of_one_shape_hold_every_output(fixture, where, worker):
     assert second["outcome"] == "pass"
 
 
-def test_outcomes_that_differ_between_repeats_are_a_race():
+@pytest.fixture
+def as_in_the_worker():
+    """Fresh memory NaN, as the worker makes it (in-process executors below), and back after."""
+    from torch.utils import deterministic
+
+    from rescore.worker.loop import poison_fresh_memory
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              deterministic.fill_uninitialized_memory)
+    poison_fresh_memory()
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    deterministic.fill_uninitialized_memory = before[2]
+
+
+def test_outcomes_that_differ_between_repeats_are_a_race(as_in_the_worker):
     """Repeats of the same failing case that end otherwise are a race before anything else: never
     the precision or reuse cause one lucky pass would give. (The interpreter runs program instances in
     order, so the worker repeats only on a GPU; a stand-in kernel whose answer depends on a global
@@ -205,3 +220,19 @@ def test_outcomes_that_differ_between_repeats_are_a_race():
     assert row["outcome"] == "mismatch", row
     assert row["cause"] == "race" and "pass" in row["cause_evidence"].split("; it was mismatch")[0], row
     assert "sets_numerics" in row["findings"]  # TF32 was in force, and is not what explains it
+
+
+def test_a_failure_that_repeats_alike_stops_being_repeated(as_in_the_worker):
+    """Each repeat is a full case: once RACE_CAP failing cases of a dtype repeated alike (a
+    deterministic failure), the later ones of that dtype are not repeated."""
+    import rescore.worker.executor as ex
+    from rescore.worker.explain import RACE_CAP
+    from rescore.worker.protocol import job_of
+
+    executor = ex.Executor("cpu", 1 << 15)
+    executor.load(job_of(submission("problem_scale.py", "scale_fixed_batch.py")))
+    executor.explainer.race_repeats = 2
+    failed = [r for r in (executor.run_case("boundary", seed, "float32") for seed in range(3 * RACE_CAP))
+              if r["outcome"] != "pass"]
+    assert len(failed) > RACE_CAP and not any(r.get("cause") == "race" for r in failed)
+    assert executor.explainer.answers[("repeated alike", "float32")] == RACE_CAP

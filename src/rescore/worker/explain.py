@@ -40,6 +40,7 @@ from rescore.worker.usage import OpRecorder
 EXPLAINED = frozenset({Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT, Outcome.MUTATED_INPUT, Outcome.CRASH,
                        Outcome.DECLINED})
 JUDGED = (Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT)  # a wrong answer the trace holds
+RACE_CAP = 8  # failing cases of a dtype of a load that repeat alike before repeats stop for it
 
 RunCase = Callable[[str, int, str, dict], dict]  # (strategy, seed, dtype, trigger) -> a case's row
 
@@ -188,14 +189,18 @@ def _race(ctx: WorkerContext, trace: CaseTrace, row: dict, run_case: RunCase) ->
     """race / unsynchronized_stream: the same case (a fresh model, the same values, the same decoy
     call) run `race_repeats` times more does not always end as it did. Then, when the candidate
     switched streams and every repeat with the switches dropped passes, the race is between its
-    streams and the caller's."""
+    streams and the caller's. Once RACE_CAP failing cases of a dtype of a load have repeated alike,
+    its later failing cases are not repeated (a deterministic failure; the repeats are full cases)."""
     repeats = ctx.explainer.race_repeats
-    if repeats <= 0:
-        return None
     spec = trace.spec
+    alike = ("repeated alike", spec.dtype)
+    answers = ctx.explainer.answers
+    if repeats <= 0 or answers.get(alike, 0) >= RACE_CAP:
+        return None
     outcomes = [str(run_case(spec.strategy, spec.seed, spec.dtype, same_case(spec, trace.decoy is not None))
                     .get("outcome")) for _ in range(repeats)]
     if all(o == row["outcome"] for o in outcomes):
+        answers[alike] = answers.get(alike, 0) + 1
         return None
     counts = ", ".join(f"{outcomes.count(o)} {o}" for o in dict.fromkeys(outcomes))
     seen = (f"the same case run {repeats} more times (a fresh model, the same values) ended {counts}; "
