@@ -5,7 +5,8 @@ fresh tensors of one shape, each holding other values: at the case's sizes, then
 own sizes (a kernel may keep a CUDA graph or a buffer for that shape only). Every output a call
 returned is held, and so is every input (no address is handed out again within the probe): a later
 call that changes an output is `output_aliasing` (a caller holding a result sees it change); a call
-whose answer is wrong for its own values but right for an earlier call's is `result_reuse`
+whose answer is wrong for its own values but right for an earlier call's (or, at the case's sizes,
+for the case's own, kept by a cache that outlives a model) is `result_reuse`
 (`stale_graph` when that call replayed a captured CUDA graph). Only the last call, and a call whose
 answer is bit for bit an earlier one's, are judged against the reference. Four calls see a graph
 captured on the second call and replayed from the third, and what the fourth does to the third's
@@ -57,8 +58,8 @@ def probe(ctx: WorkerContext, trace: CaseTrace) -> dict | None:
     answers[key] = None
     with aside(ctx):
         try:
-            for shaped, where in _shapes(ctx, trace):
-                found = _calls(ctx, shaped, where)
+            for shaped, where, case in _shapes(ctx, trace):
+                found = _calls(ctx, shaped, where, case)
                 if found is not None:
                     return found
         except ReferenceRejects:
@@ -69,9 +70,11 @@ def probe(ctx: WorkerContext, trace: CaseTrace) -> dict | None:
     return None
 
 
-def _shapes(ctx: WorkerContext, trace: CaseTrace) -> Iterator[tuple[CaseTrace, str]]:
-    """The case's own sizes, then the benchmark's (normal values, contiguous) when they differ."""
-    yield trace, f"at the case's sizes {json.dumps(trace.spec.sizes)}"
+def _shapes(ctx: WorkerContext, trace: CaseTrace) -> Iterator[tuple[CaseTrace, str, tuple | None]]:
+    """The case's own sizes (with the case's truth: an answer the calls may hand back too), then the
+    benchmark's (normal values, contiguous) when they differ."""
+    yield (trace, f"at the case's sizes {json.dumps(trace.spec.sizes)}",
+           (trace.truths, trace.lowps, trace.structural, trace.terms))
     problem, schema = ctx.loaded.problem, ctx.loaded.schema
     assert problem is not None and schema is not None
     bench = dict(schema.defaults())
@@ -83,10 +86,10 @@ def _shapes(ctx: WorkerContext, trace: CaseTrace) -> Iterator[tuple[CaseTrace, s
     reduction_len = schema.reduction_length(bench)
     ctx.placement.truth_device = ctx.placement.choose(inputs64, reduction_len)
     yield (replace(trace, spec=spec, init=init, wseed=sub_seed(spec.seed, "weights"), reduction_len=reduction_len),
-           f"at the benchmark's sizes {json.dumps(bench)}")
+           f"at the benchmark's sizes {json.dumps(bench)}", None)
 
 
-def _calls(ctx: WorkerContext, trace: CaseTrace, where: str) -> dict | None:
+def _calls(ctx: WorkerContext, trace: CaseTrace, where: str, case: tuple | None) -> dict | None:
     problem, schema = ctx.loaded.problem, ctx.loaded.schema
     model = build_model(ctx, trace.init, trace.tdtype, trace.wseed)
     counter = experiments.counted_graph_replays if ctx.device == "cuda" else contextlib.nullcontext
@@ -118,9 +121,12 @@ def _calls(ctx: WorkerContext, trace: CaseTrace, where: str) -> dict | None:
         own = judged(ctx, trace, calls[i].seen, *truth(i))
         if own["outcome"] == Outcome.PASS:
             continue
+        replays = getattr(calls[i].watched, "count", 0)
         for k in range(i):
             if judged(ctx, trace, calls[i].seen, *truth(k))["outcome"] == Outcome.PASS:
-                return _reused(own, i, k, getattr(calls[i].watched, "count", 0), where)
+                return _reused(own, i, f"call {k + 1}'s answer", replays, where)
+        if case is not None and judged(ctx, trace, calls[i].seen, *case)["outcome"] == Outcome.PASS:
+            return _reused(own, i, "the answer of the case's own call, on another model", replays, where)
     return None
 
 
@@ -129,11 +135,11 @@ def _same(out, copies: list) -> bool:
     return bool(outs) and len(outs) == len(copies) and all(judge.same(x, y) for x, y in zip(outs, copies))
 
 
-def _reused(own: dict, i: int, k: int, replays: int, where: str) -> dict:
+def _reused(own: dict, i: int, answer: str, replays: int, where: str) -> dict:
     cause = Cause.STALE_GRAPH if replays else Cause.RESULT_REUSE
     how = f", replaying a captured CUDA graph {replays} time(s)" if replays else ""
     found = Confirmed(cause, f"call {i + 1} of {STATEFUL_CALLS} on a fresh model {where}, on fresh tensors holding "
-                             f"other values, returned call {k + 1}'s answer{how}")
+                             f"other values, returned {answer}{how}")
     verdict = {key: v for key, v in own.items() if key != "reason"}
     verdict.update(found.columns())
     return dict(verdict, reason=f"{found.evidence}:\n{own.get('reason', '')}"[:1000])
