@@ -171,8 +171,9 @@ def causes(illusion_path: str, cases: str, submissions: str, classes: str, out: 
                          read_parquet(submissions, "submissions"), load_classes(classes))
     write_parquet(table, out, "causes")
     for row in precision_summary(table).to_dict("records"):
-        log.info("%s: %s on %s judged kernels, precision %s (%s judged cases, %s)", row["dump"], row["cause"],
-                 row["judged"], row["precision"], row["case_judged"], row["case_precision"])
+        log.info("%s: %s on %d judged kernels, precision %.3f (95%% %.3f-%.3f); on %d judged cases, %.3f",
+                 row["dump"], row["cause"], row["judged"], row["precision"], row["precision_low"],
+                 row["precision_high"], row["case_judged"], row["case_precision"])
 
 
 def verdicts(illusion_path: str, outputs: list[str]) -> None:
