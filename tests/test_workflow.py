@@ -52,6 +52,7 @@ def test_all_outputs_exist(run_dir):
         "tables/submissions.parquet",
         "tables/cases.parquet",
         "tables/illusion.parquet",
+        "tables/causes.parquet",
         "failures/failures.parquet",
         "figures/verdicts.png",
         "figures/verdicts.pdf",

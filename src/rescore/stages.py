@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.analysis import figures, tolerance_study
+from rescore.analysis.causes import causes_table, load_classes, precision_summary
 from rescore.analysis.cuda_usage import gathered_builds
 from rescore.analysis.papers.stage import build as build_paper_table
 from rescore.analysis.rescored import rescored_table
@@ -166,6 +167,17 @@ def illusion(cases: str, submissions: str, out: str, robustness_in_headline: boo
     `verdicts.robustness_in_headline` counts them)."""
     write_parquet(illusion_table(read_parquet(cases, "cases"), read_parquet(submissions, "submissions"),
                                  robustness_in_headline), out)
+
+
+def causes(illusion_path: str, cases: str, submissions: str, classes: str, out: str) -> None:
+    """The cause x bug-class table, and each cause's precision in the log."""
+    table = causes_table(read_parquet(illusion_path), read_parquet(cases, "cases"),
+                         read_parquet(submissions, "submissions"), load_classes(classes))
+    write_parquet(table, out, "causes")
+    for row in precision_summary(table).to_dict("records"):
+        log.info("%s: %s on %d judged kernels, precision %.3f (95%% %.3f-%.3f); on %d judged cases, %.3f",
+                 row["dump"], row["cause"], row["judged"], row["precision"], row["precision_low"],
+                 row["precision_high"], row["case_judged"], row["case_precision"])
 
 
 def verdicts(illusion_path: str, outputs: list[str]) -> None:

@@ -1,4 +1,10 @@
 # Stage 3: gather the shards into the cases table, and derive every other table from it.
+import os
+
+# What the cause x bug-class table measures each cause against (data of this repository).
+CAUSE_CLASSES = os.path.normpath(
+    os.path.join(workflow.current_basedir, "..", "..", "src", "rescore", "analysis", "cause_classes.yaml")
+)
 
 
 rule submissions_table:
@@ -60,6 +66,22 @@ rule illusion_table:
         CPU_ENV
     script:
         "../scripts/illusion_table.py"
+
+
+rule causes_table:
+    input:
+        illusion="results/tables/illusion.parquet",
+        cases="results/tables/cases.parquet",
+        submissions="results/tables/submissions.parquet",
+        classes=CAUSE_CLASSES,
+    output:
+        report("results/tables/causes.parquet", category="Tables", caption="../report/tables.rst"),
+    log:
+        "results/logs/aggregate/causes.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/causes_table.py"
 
 
 rule shrink_failures:  # the check shards shrink (pipeline.run_shard): this gathers what they found

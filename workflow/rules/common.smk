@@ -31,6 +31,7 @@ ALL_OUTPUTS = [
     "results/tables/submissions.parquet",
     "results/tables/cases.parquet",
     "results/tables/illusion.parquet",
+    "results/tables/causes.parquet",
     "results/failures/failures.parquet",
     "results/failures/shrunk.parquet",
     "results/figures/verdicts.png",

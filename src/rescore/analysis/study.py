@@ -9,7 +9,7 @@ import pandas as pd
 
 from rescore.analysis import robustness
 from rescore.analysis.cuda_usage import submission_cuda
-from rescore.analysis.severity import benchmark_sizes, severity, submission_tier
+from rescore.analysis.severity import ALL_TIERS, benchmark_sizes, describe, severity, submission_tier, tier
 from rescore.model.evidence import classify, counts_in_headline, kind_of
 from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
 from rescore.model.outcomes import (
@@ -211,18 +211,29 @@ def submission_diagnosis(fuzz: pd.DataFrame) -> str | None:
     return str(kinds.mode().iloc[0])
 
 
-def submission_cause(fuzz: pd.DataFrame) -> tuple[str | None, str | None]:
-    """(cause, evidence) of a flagged submission: the cause most of its failing cases' experiments
-    confirmed (worker/experiments.py), with the evidence of the first such case; (None, None) when no
-    experiment confirmed one (its `diagnosis` then says what the values show)."""
-    if "cause" not in fuzz:
+def submission_cause(rows: pd.DataFrame, own_sizes: dict | None = None) -> tuple[str | None, str | None]:
+    """(cause, evidence) of a flagged submission, by one rule: its failing rows (the fixed check and
+    fuzz cases in claimed dtypes) ranked by the severity tier each alone falls in (severity.TIERS:
+    the benchmark's own sizes first; rows that do not say what their input was last), then in
+    FIRST_FAILURE_ORDER; the cause an experiment confirmed (worker/experiments.py) on the first of
+    them that has one. Its worst failure's cause, not the majority of mixed labels. A submission
+    wrong on an ordinary input at the benchmark's own sizes is never `shape_specialised`. (None,
+    None) when no failing row has a cause (its `diagnosis` then says what the values show)."""
+    if "cause" not in rows:
         return None, None
-    bad = fuzz[fuzz["outcome"].isin(FLAGGING) & fuzz["cause"].fillna("").ne("")]
+    bad = rows[rows["outcome"].isin(FLAGGING)]
     if bad.empty:
         return None, None
-    cause = str(bad["cause"].mode().iloc[0])
-    first = bad[bad["cause"] == cause].sort_values(FIRST_FAILURE_ORDER).iloc[0]
-    return cause, first.get("cause_evidence")
+    described = [describe(r, own_sizes) for r in bad.to_dict("records")]
+    rank = [ALL_TIERS.index(tier([c])) if c is not None else len(ALL_TIERS) for c in described]
+    confirmed = bad.assign(tier_rank=rank).sort_values(["tier_rank", *FIRST_FAILURE_ORDER])
+    confirmed = confirmed[confirmed["cause"].fillna("").ne("")]
+    if tier([c for c in described if c is not None]) == "benchmark_sizes":
+        confirmed = confirmed[confirmed["cause"] != "shape_specialised"]
+    if confirmed.empty:
+        return None, None
+    first = confirmed.iloc[0]
+    return str(first["cause"]), first.get("cause_evidence")
 
 
 def headline_mask(rows: pd.DataFrame, robustness_in_headline: bool = False) -> pd.Series:
@@ -261,9 +272,10 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame, robustness_in
         stopped = every[(every["outcome"] == Outcome.SKIPPED) & every["reason"].map(stopped_early).astype(bool)]
         refusals = (every["outcome"] == Outcome.SKIPPED) & every["reason"].map(refused).astype(bool)
         first = _first_failure(fuzz)
-        cause, evidence = submission_cause(fuzz)
         claimed_fixed = fixed[fixed["in_claim"]]
-        tier = submission_tier(pd.concat([claimed_fixed, fuzz]), own) if fuzz_says == FuzzVerdict.FLAGGED else None
+        judged = pd.concat([claimed_fixed, fuzz])
+        cause, evidence = submission_cause(judged, own)
+        flagged_tier = submission_tier(judged, own) if fuzz_says == FuzzVerdict.FLAGGED else None
         severity_all = submission_tier(pd.concat([claimed_fixed, every]), own) if all_says == FuzzVerdict.FLAGGED \
             else None
         found = robustness.findings(every.to_dict("records"), own)
@@ -302,7 +314,7 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame, robustness_in
                 "diagnosis": submission_diagnosis(fuzz),
                 "cause": cause,
                 "cause_evidence": evidence,
-                "severity": severity(tier, cuda_ran),
+                "severity": severity(flagged_tier, cuda_ran),
                 "cuda_ran": cuda_ran,  # CUDA submissions: yes | no | unknown (analysis/cuda_usage.py)
                 "cuda_build": cuda_build,
                 "robustness_in_headline": robustness_in_headline,

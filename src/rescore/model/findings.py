@@ -18,6 +18,9 @@ FINDINGS: dict[str, str] = {
     "inherits_reference": "ModelNew derives from the problem's Model (imported or re-defined with its forward)",
     "uses_reference": "holds the problem module or its Model (found in sys.modules or imported)",
     "patched_harness": "changed a torch / numpy / builtins / rescore function or harness state (restored)",
+    "sets_numerics": "set global numerics flags (TF32, reduced-precision reductions, float32 matmul precision, "
+    "cuDNN modes): kept in force for its own calls, as in the benchmark, and restored for the reference and "
+    "the judging",
     "rebinds_problem": "changed the problem module's globals or its Model (restored)",
     "tampers_reference": "wrote into the harness's copies of the inputs (re-made before judging) or into the "
     "reference's output (fixed-shape check, which is faithful to the benchmark and keeps it)",

@@ -127,6 +127,26 @@ SCHEMAS["shrunk"] = pa.schema(
     ]
 )
 
+# The cause x bug-class table (analysis/causes.py): per dump, confirmed cause, label and bug class.
+SCHEMAS["causes"] = pa.schema(
+    [
+        ("dump", _S),
+        ("cause", _S),  # a worker.experiments.Cause, or "none": flagged, and no experiment confirmed one
+        ("label", _S),  # correct | buggy | unknown
+        ("bug_class", _S),  # from entries.yaml, or the class a dump's notes name (class_source)
+        ("class_source", _S),  # entries | notes | null (no class known)
+        ("kernels", _I),  # flagged kernels whose kernel-level cause (illusion.parquet) is this
+        ("cases", _I),  # failing evaluation fuzz cases that name this cause
+        ("explained", _B),  # the bug class is one this cause explains (analysis/cause_classes.yaml)
+        ("judged", _I),  # kernels with this cause whose correctness is known (a control, or a class)
+        ("precision", _F),  # of those, the share whose class the cause explains
+        ("precision_low", _F),  # 95% Wilson interval of that share
+        ("precision_high", _F),
+        ("case_judged", _I),  # the same at case level
+        ("case_precision", _F),
+    ]
+)
+
 # Kernel times (timing.py, timing_stage.py): one row per submission; ms columns are milliseconds
 # per forward call, the candidate's, then the reference Model's (ref_) on the same inputs.
 _SPREAD = ["median_ms", "min_ms", "p10_ms", "p25_ms", "p75_ms", "p90_ms", "max_ms"]

@@ -19,15 +19,16 @@ from rescore.inputs.seeds import sub_seed
 from rescore.inputs.strategies import CaseSpec
 from rescore.model.outcomes import Outcome
 from rescore.oracle import judge
-from rescore.oracle.reference import ReferenceRejects, flatten, scrub, seed_generators
+from rescore.oracle.reference import ReferenceRejects, flatten, scrub
 from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
-from rescore.worker import case_inputs, explain
+from rescore.worker import case_inputs, explain, stateful
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
 from rescore.worker.experiments import CaseTrace
 from rescore.worker.integrity import digest, digests
 from rescore.worker.loading import cannot_run
 from rescore.worker.placement import judged_where, lowp
+from rescore.worker.streams import as_seen_from, caller_stream
 from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
 
 SIZE_RETRIES = 6
@@ -66,13 +67,15 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
         return run_case(ctx, strategy, seed, dtype, trigger, 1)
 
     attempt_seed, last = seed, ""
-    decoy = not override and ctx.decoys.due()
+    # an explicit trigger runs without the decoy call unless it asks for one (an experiment that
+    # repeats a case exactly)
+    decoy = bool(override.get("decoy")) if override else ctx.decoys.due()
     for attempt in range(SIZE_RETRIES):
         with ctx.phases("draw"):
             spec = case_inputs.draw(problem, schema, ctx.budget, strategy, attempt_seed, dtype, override)
         row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
         try:
-            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
+            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again, decoy)
         except ReferenceRejects as rejected:
             if override:
                 return dict(row, outcome=Outcome.SKIPPED, reason=refused(ctx, spec.sizes, rejected))
@@ -83,7 +86,7 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
             spec = case_inputs.held_draw(problem, schema, ctx.budget, strategy, sub_seed(seed, f"held{attempt}"), dtype)
         row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
         try:
-            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again)
+            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again, decoy)
         except ReferenceRejects as rejected:
             last = refused(ctx, spec.sizes, rejected)
     return dict(row, outcome=Outcome.SKIPPED, reason=f"inconclusive: every size drawn was refused by the "
@@ -102,8 +105,8 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     candidate runs on other values written into the very tensors of the case (a cache keyed by
     pointer, id or shape then answers for the wrong values), then on the case's values; then the
     reference computes the truth, and on a GPU the candidate runs once more on fresh copies
-    (determinism: a race shows as two runs that differ).
-    An explicit trigger (`override`) runs exactly as written, without the decoy call."""
+    (determinism: a race shows as two runs that differ). On a GPU every output is judged as the
+    caller's stream sees it right after the call (`streams.py`), before the device is synchronized."""
     loaded, guard, phases, placement = ctx.loaded, ctx.guard, ctx.phases, ctx.placement
     problem, schema = loaded.problem, loaded.schema
     assert problem is not None and loaded.candidate is not None and schema is not None
@@ -138,10 +141,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     record = OpRecorder()
     start = time.perf_counter()
     try:
-        seed_generators(device, wseed)
-        model = guard.call(loaded.candidate.ModelNew, *init)
-        if isinstance(model, torch.nn.Module):
-            model = guard.call(lambda: model.to(device).to(tdtype))
+        model = stateful.build_model(ctx, init, tdtype, wseed)
         with torch.no_grad():
             for r in range(repeat - 1):  # earlier calls on other values of the same shape
                 with phases("decoy_values"):
@@ -163,7 +163,9 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
             with phases("digest"):
                 guarded_before = digest(before)
             launches = Launches.count
+            stream = caller_stream(device)
             out = guard.call(model, *cand_inputs, record=record)
+            seen = as_seen_from(stream, out)
         if device == "cuda":
             torch.cuda.synchronize()
     except BaseException as exc:  # noqa: BLE001
@@ -194,7 +196,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     overrides = loaded.job["problem"].get("tolerance")
     place = functools.partial(judged_where, device)
     with phases("judge"):
-        verdict = judge.judge(out, truths, lowps, cand_inputs, before, tdtype, spec.dtype, row["reduction_len"],
+        verdict = judge.judge(seen, truths, lowps, cand_inputs, before, tdtype, spec.dtype, row["reduction_len"],
                               structural, terms, device=device, overrides=overrides, place=place)
     if verdict["outcome"] == Outcome.PASS and device == "cuda":
         # Only a GPU can race: the interpreter runs program instances one after another, and
@@ -202,26 +204,30 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
         with phases("rerun"):
             again = rerun(ctx, model, lowp_inputs, spec.layout)
         if again is not None:
+            again, again_seen = again
             with phases("output_findings"):
                 guard.findings |= output_findings(flatten(again) or [], truths + (lowps or []), "reads_reference")
             with phases("judge_rerun"):
-                verdict = judge.judge_rerun(out, again, truths, lowps, tdtype, spec.dtype, row["reduction_len"],
+                verdict = judge.judge_rerun(seen, again_seen, truths, lowps, tdtype, spec.dtype, row["reduction_len"],
                                             verdict, structural, terms, device=device, overrides=overrides,
                                             place=place)
     if ctx.explainer.enabled:  # what the experiments need; `explain.explain` lets it go
         ctx.explainer.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
                                         structural, terms, row["reduction_len"])
         if verdict["outcome"] == Outcome.PASS:
-            verdict = explain.second_call(ctx, ctx.explainer.trace) or verdict
+            verdict = stateful.probe(ctx, ctx.explainer.trace) or verdict
     return dict(row, **verdict)
 
 
-def rerun(ctx: WorkerContext, model, lowp_inputs: list, layout: str):
-    """The candidate once more on fresh copies of the same inputs (fresh outputs are NaN-filled)."""
+def rerun(ctx: WorkerContext, model, lowp_inputs: list, layout: str) -> tuple | None:
+    """The candidate once more on fresh copies of the same inputs (fresh outputs are NaN-filled): its
+    output, and that output as the caller's stream saw it right after the call; None when it raised."""
     inputs = case_inputs.candidate_inputs(lowp_inputs, layout)
     try:
+        stream = caller_stream(ctx.device)
         with torch.no_grad():
             again = ctx.guard.call(model, *inputs)
+            seen = as_seen_from(stream, again)
         if ctx.device == "cuda":
             torch.cuda.synchronize()
     except BaseException as exc:  # noqa: BLE001
@@ -230,4 +236,4 @@ def rerun(ctx: WorkerContext, model, lowp_inputs: list, layout: str):
         if isinstance(exc, (SystemExit, KeyboardInterrupt)):
             ctx.guard.findings.add("exits")
         return None
-    return again
+    return again, seen

@@ -19,7 +19,7 @@ from rescore.runtime import interpreter
 from rescore.worker import case, confine, fixed, loading, timing
 from rescore.worker.context import DecoySchedule
 from rescore.worker.exceptions import Verdict
-from rescore.worker.experiments import Explainer
+from rescore.worker.experiments import RACE_REPEATS, Explainer
 from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
@@ -59,7 +59,8 @@ class Executor:
         self.reference = Reference()  # the case's float64 reference
         self.placement = TruthPlacement(device)  # where the case's float64 truth is computed
         self.decoys = DecoySchedule(device)  # which fuzz cases start with the decoy call
-        self.explainer = Explainer(enabled=explain)  # the experiments that confirm a failure's cause (`explain.py`)
+        # the experiments that confirm a failure's cause (`explain.py`); only a GPU can race
+        self.explainer = Explainer(enabled=explain, race_repeats=RACE_REPEATS if device == "cuda" else 0)
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against (`Guard.arm`)."""

@@ -23,11 +23,15 @@ import torch
 from rescore.inputs.strategies import CaseSpec
 from rescore.model.outcomes import Outcome, ValueEnum
 
+RACE_REPEATS = 3  # a failing case's repeats on a GPU (`Explainer.race_repeats`)
+REPEATED_PASSES = 2  # passes an experiment that confirms by passing needs, one after another
+
 
 class Cause(ValueEnum):
     """A failure's cause, confirmed by an experiment (or by the check that caught it)."""
 
     UNSYNCHRONIZED_STREAM = "unsynchronized_stream"
+    RACE = "race"
     PRECISION_DOWNGRADE = "precision_downgrade"
     STALE_GRAPH = "stale_graph"
     RESULT_REUSE = "result_reuse"
@@ -38,8 +42,32 @@ class Cause(ValueEnum):
     DTYPE_SPECIALISED = "dtype_specialised"
 
 
-# The harness's names (integrity._torch_state) of the global flags that change a result's numerics.
+# The harness's names (integrity._torch_state) of the global flags that change a result's numerics
+# or the algorithms that compute it: a submission's own values of these stay in force for its calls.
 NUMERICS_FLAGS = ("float32_matmul_precision", "cuda_matmul_tf32", "cuda_matmul_reduced", "cudnn")
+_CUDNN_TF32 = 1  # the place of allow_tf32 in the `cudnn` state (enabled, allow_tf32, deterministic, benchmark)
+
+
+def precision_flags(published: dict, harness: dict) -> list[str]:
+    """Of the numerics flags a submission set (`published`, against the harness's `harness`), those
+    that lower a float32 result's precision: TF32 in matmuls or convolutions, reduced-precision
+    reductions, a float32 matmul precision below the harness's. cuDNN's autotuner, determinism and
+    enabling choose algorithms, not precision, and count for nothing here."""
+    found = []
+    for name, value in published.items():
+        before = harness.get(name)
+        if name == "cudnn":
+            if value[_CUDNN_TF32] and not before[_CUDNN_TF32]:
+                found.append("cudnn.allow_tf32=True")
+        elif name == "cuda_matmul_reduced":
+            kinds = ("fp16", "bf16")
+            found += [f"cuda_matmul_{k}_reduced=True" for k, now, was in zip(kinds, value, before) if now and not was]
+        elif name == "cuda_matmul_tf32":
+            if value and not before:
+                found.append("cuda_matmul_tf32=True")
+        elif name == "float32_matmul_precision" and value != before:
+            found.append(f"float32_matmul_precision={value}")
+    return found
 
 # The torch._C setters behind torch.backends.cuda.matmul.* and torch.set_float32_matmul_precision:
 # torch looks them up when a flag is set, so replacing them for one call pins those flags.
@@ -96,6 +124,10 @@ class Explainer:
     answers: dict[tuple, Confirmed | None] = field(default_factory=dict)
     running: bool = False
     enabled: bool = True  # off (`fuzz.explain: false`): rows as they were before the experiments existed
+    # How many times a failing case is run again before any other experiment, to tell a race. On a
+    # GPU RACE_REPEATS; under the Triton interpreter 0: it runs program instances one after another,
+    # so a repeat there shows only what a deterministic rerun shows (nothing a race could change).
+    race_repeats: int = 0
 
     def reset(self) -> None:
         """A new job: nothing is known about it."""

@@ -1,7 +1,14 @@
-"""Which experiment to run when a case fails, and the second call that a passing case gets once per
-dtype of a load (issue 21's diagnoses). The experiments themselves are in `experiments.py`; this
-module runs them against the case that just ran (`CaseTrace`) and records the first that confirms
-a cause, as the row's `cause` and `cause_evidence`.
+"""Which experiment to run when a case fails (issue 21's diagnoses, issue 30's races first). The
+procedures are in `experiments.py`; this module runs them against the case that just ran
+(`CaseTrace`) and records the first that confirms a cause, as the row's `cause` and
+`cause_evidence`. The experiments that change the sizes or the dtype are in `specialised.py`, the
+probe of a passing case's later calls in `stateful.py`.
+
+The order: what the check itself saw (an input written, an access out of bounds); then, before any
+experiment that confirms by passing, the same case run again several times on a GPU: outcomes that
+differ are a race (`unsynchronized_stream` when dropping the stream switches makes it pass, else
+`race`), never a precision or reuse cause that one lucky pass would have given. Every experiment
+that confirms by passing needs REPEATED_PASSES passes in a row.
 
 Every experiment calls candidate code again through the guard, on fresh tensors; the findings of
 those calls are not the case's (they are put back), and the decoy schedule is not advanced, so the
@@ -12,56 +19,59 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from rescore.inputs.strategies import CaseSpec
 from rescore.model.outcomes import Outcome
 from rescore.oracle import judge
-from rescore.oracle.reference import ReferenceRejects, flatten
-from rescore.worker import case_inputs, experiments
+from rescore.oracle.reference import ReferenceRejects
+from rescore.worker import case_inputs, experiments, specialised
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure
-from rescore.worker.experiments import CaseTrace, Cause, Confirmed
+from rescore.worker.experiments import REPEATED_PASSES, CaseTrace, Cause, Confirmed
 from rescore.worker.placement import judged_where
+from rescore.worker.streams import as_seen_from, caller_stream
 from rescore.worker.usage import OpRecorder
 
-# The outcomes a cause is looked for, and the benchmark's own dtype (the fixed check's).
+# The outcomes a cause is looked for.
 EXPLAINED = frozenset({Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT, Outcome.MUTATED_INPUT, Outcome.CRASH,
                        Outcome.DECLINED})
-BENCHMARK_DTYPE = "float32"
+JUDGED = (Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT)  # a wrong answer the trace holds
+RACE_CAP = 8  # failing cases of a dtype of a load that repeat alike before repeats stop for it
 
 RunCase = Callable[[str, int, str, dict], dict]  # (strategy, seed, dtype, trigger) -> a case's row
 
 
 @contextlib.contextmanager
-def _aside(ctx: WorkerContext):
+def aside(ctx: WorkerContext):
     """An experiment's calls: their findings are not the case's, and they explain nothing themselves."""
     guard = ctx.guard
-    saved = (guard.findings, guard.details, guard.changed_numerics, ctx.explainer.trace)
+    saved = (guard.findings, guard.details, guard.published, ctx.explainer.trace)
     ctx.explainer.running = True
     try:
         yield
     finally:
         ctx.explainer.running = False
-        guard.findings, guard.details, guard.changed_numerics, ctx.explainer.trace = saved
+        guard.findings, guard.details, guard.published, ctx.explainer.trace = saved
 
 
-def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase) -> dict:
-    """The failed row with the cause an experiment confirmed (`cause`, `cause_evidence`), cheapest
-    experiment first; the row as it is when none does. The case's trace is let go of here, so that
-    its tensors are not held while the next case allocates its own."""
+def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase,
+            decoy: bool = False) -> dict:
+    """The failed row with the cause an experiment confirmed (`cause`, `cause_evidence`), in the
+    order of the module's docstring; the row as it is when none does (`decoy`: the case began with
+    the decoy call). The case's trace is let go of here, so that its tensors are not held while the
+    next case allocates its own."""
     if ctx.explainer.running:
         return row
     trace, ctx.explainer.trace = ctx.explainer.trace, None
     if not ctx.explainer.enabled or row.get("cause") or row.get("outcome") not in EXPLAINED:
         return row
-    changed = set(ctx.guard.changed_numerics)
-    with _aside(ctx):
+    with aside(ctx):
         try:
-            found = _confirm(ctx, spec, row, override, run_case, trace, changed)
+            found = _confirm(ctx, spec, row, override, run_case, trace, decoy)
         except NeedsRestart:
             ctx.guard.restart = True
             found = None
@@ -69,20 +79,23 @@ def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None
 
 
 def _confirm(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase,
-             trace: CaseTrace | None, changed: set[str]) -> Confirmed | None:
+             trace: CaseTrace | None, decoy: bool) -> Confirmed | None:
     if row["outcome"] == Outcome.MUTATED_INPUT:
         return Confirmed(Cause.INPUT_MUTATION, f"{row.get('reason', '')}: the inputs' bytes after the call "
                          "differ from a copy taken before it")
     if row.get("diagnosis") == "out_of_bounds":
         return Confirmed(Cause.OUT_OF_BOUNDS, ((row.get("reason") or "").splitlines() or [""])[0])
-    if trace is not None and row["outcome"] in (Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT):
-        for experiment in (_reused_result, functools.partial(_held_numerics, changed=changed), _serialised_streams):
+    if trace is not None and row["outcome"] in JUDGED:
+        raced = _attempt(ctx, functools.partial(_race, run_case=run_case), trace, row)
+        if raced is not None:
+            return raced
+        for experiment in (_reused_result, _held_numerics, _serialised_streams):
             found = _attempt(ctx, experiment, trace, row)
             if found is not None:
                 return found
     if override:
         return None
-    return _specialised(ctx, spec, row, run_case)
+    return specialised.confirm(ctx, spec, row, run_case, decoy)
 
 
 def _attempt(ctx: WorkerContext, experiment, trace: CaseTrace, row: dict) -> Confirmed | None:
@@ -97,37 +110,65 @@ def _attempt(ctx: WorkerContext, experiment, trace: CaseTrace, row: dict) -> Con
         return None
 
 
-def _again(ctx: WorkerContext, trace: CaseTrace, context, check=None, values: list | None = None):
-    """The case's model once more on fresh copies of its inputs (or of `values`), inside `context()`
-    for the length of the call only (undone before the guard checks the call); (output, what the
-    context saw, `check()` read inside it)."""
+@dataclass
+class Call:
+    """One call of an experiment: the output, that output as the caller's stream saw it right after
+    the call (what is judged), what the experiment's context saw, `check()` read inside it, and the
+    inputs it was given."""
+
+    out: object
+    seen: object
+    watched: object = None
+    checked: object = None
+    inputs: list | None = None
+
+
+def again(ctx: WorkerContext, trace: CaseTrace, context=contextlib.nullcontext, check=None,
+          values: list | None = None, first: list | None = None, model=None) -> Call:
+    """The case's model (or `model`) once more on fresh copies of its inputs (or of `values`),
+    inside `context()` for the length of the call only (undone before the guard checks the call).
+    With `first`, the fresh tensors hold those values for a call before, and are then refilled in
+    place: the decoy protocol of a case."""
     seen: dict = {}
+    model = trace.model if model is None else model
 
     def run(*args):
         with context() as watched:
             seen["watched"] = watched
-            out = trace.model(*args)
+            out = model(*args)
             seen["check"] = check() if check is not None else None
             return out
 
     if ctx.device == "cuda":
         torch.cuda.synchronize()
-    inputs = case_inputs.candidate_inputs(trace.lowp_inputs if values is None else values, trace.spec.layout)
+    wanted = trace.lowp_inputs if values is None else values
+    inputs = case_inputs.candidate_inputs(wanted if first is None else first, trace.spec.layout)
+    stream = caller_stream(ctx.device)
     with torch.no_grad():
+        if first is not None:
+            ctx.guard.call(model, *inputs)
+            case_inputs.refill(inputs, wanted)
         out = ctx.guard.call(run, *inputs)
+        copy = as_seen_from(stream, out)
     if ctx.device == "cuda":
         torch.cuda.synchronize()
-    return out, seen.get("watched"), seen.get("check")
+    return Call(out, copy, seen.get("watched"), seen.get("check"), inputs)
 
 
-def _judge(ctx: WorkerContext, trace: CaseTrace, out, truths: list, lowps: list | None,
+def judged(ctx: WorkerContext, trace: CaseTrace, out, truths: list, lowps: list | None,
            structural: list | None = None, terms: list | None = None) -> dict:
+    """The verdict of an experiment's output against a truth, as a case judges it."""
     return judge.judge(out, truths, lowps, [], [], trace.tdtype, trace.spec.dtype, trace.reduction_len,
                        structural, terms, device=ctx.device, overrides=ctx.loaded.job["problem"].get("tolerance"),
                        place=functools.partial(judged_where, ctx.device))
 
 
-def _truths(ctx: WorkerContext, trace: CaseTrace, values: list) -> tuple[list, list | None, list | None, list | None]:
+def own_truth(ctx: WorkerContext, trace: CaseTrace, out) -> dict:
+    """The verdict of an output against the case's own truth."""
+    return judged(ctx, trace, out, trace.truths, trace.lowps, trace.structural, trace.terms)
+
+
+def truths_of(ctx: WorkerContext, trace: CaseTrace, values: list) -> tuple[list, list | None, list | None, list | None]:
     """The float64 truth (and low-precision reference, structural truths, term sizes) of other
     values of the case's dtype, with the case's weights."""
     values64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in values]
@@ -138,139 +179,117 @@ def _truths(ctx: WorkerContext, trace: CaseTrace, values: list) -> tuple[list, l
             ctx.reference.term_sizes(ctx.loaded.schema.linear, values64, truths))
 
 
+def same_case(spec: CaseSpec, decoy: bool) -> dict:
+    """The trigger that runs a case again exactly: its sizes, values, layout, dtype and seed (the
+    strategy and seed are passed beside it), with the decoy call when the case had one."""
+    return {"sizes": spec.sizes, "dtype": spec.dtype, "values": spec.values, "layout": spec.layout, "decoy": decoy}
+
+
+def _race(ctx: WorkerContext, trace: CaseTrace, row: dict, run_case: RunCase) -> Confirmed | None:
+    """race / unsynchronized_stream: the same case (a fresh model, the same values, the same decoy
+    call) run `race_repeats` times more does not always end as it did. Then, when the candidate
+    switched streams and every repeat with the switches dropped passes, the race is between its
+    streams and the caller's. Once RACE_CAP failing cases of a dtype of a load have repeated alike,
+    its later failing cases are not repeated (a deterministic failure; the repeats are full cases)."""
+    repeats = ctx.explainer.race_repeats
+    spec = trace.spec
+    alike = ("repeated alike", spec.dtype)
+    answers = ctx.explainer.answers
+    if repeats <= 0 or answers.get(alike, 0) >= RACE_CAP:
+        return None
+    outcomes = [str(run_case(spec.strategy, spec.seed, spec.dtype, same_case(spec, trace.decoy is not None))
+                    .get("outcome")) for _ in range(repeats)]
+    if all(o == row["outcome"] for o in outcomes):
+        answers[alike] = answers.get(alike, 0) + 1
+        return None
+    counts = ", ".join(f"{outcomes.count(o)} {o}" for o in dict.fromkeys(outcomes))
+    seen = (f"the same case run {repeats} more times (a fresh model, the same values) ended {counts}; "
+            f"it was {row['outcome']}")
+    streams = _serialised_streams(ctx, trace, row, repeats=repeats)
+    if streams is not None:
+        return Confirmed(Cause.UNSYNCHRONIZED_STREAM, f"{seen}. {streams.evidence}")
+    return Confirmed(Cause.RACE, f"{seen}: its answer depends on timing (a race between its threads or streams, "
+                                 f"or memory nothing wrote)")
+
+
 def _reused_result(ctx: WorkerContext, trace: CaseTrace, row: dict) -> Confirmed | None:
     """result_reuse / stale_graph: the output is right for the values of an earlier call on the same
-    tensors (the decoy call), not for this call's."""
+    tensors (the decoy call), not for this call's; and so is it, REPEATED_PASSES times, when the
+    decoy protocol is run again on fresh tensors."""
     if trace.decoy is None:
         return None
-    truths, lowps, _, _ = _truths(ctx, trace, trace.decoy)
-    earlier = _judge(ctx, trace, trace.out, truths, lowps)
+    truths, lowps, _, _ = truths_of(ctx, trace, trace.decoy)
+    earlier = judged(ctx, trace, trace.out, truths, lowps)
     if earlier["outcome"] != Outcome.PASS:
         return None
-    cause, graphs = Cause.RESULT_REUSE, ""
-    if ctx.device == "cuda":
-        _, replays, _ = _again(ctx, trace, experiments.counted_graph_replays)
-        if replays.count:
-            cause = Cause.STALE_GRAPH
-            graphs = f"; a call on fresh tensors replayed a captured CUDA graph {replays.count} time(s)"
+    replays = 0
+    for _ in range(REPEATED_PASSES):
+        counter = experiments.counted_graph_replays if ctx.device == "cuda" else contextlib.nullcontext
+        call = again(ctx, trace, counter, first=trace.decoy)
+        if judged(ctx, trace, call.seen, truths, lowps)["outcome"] != Outcome.PASS:
+            return None
+        replays += getattr(call.watched, "count", 0)
+    cause = Cause.STALE_GRAPH if replays else Cause.RESULT_REUSE
+    graphs = f"; those calls replayed a captured CUDA graph {replays} time(s)" if replays else ""
     return Confirmed(cause, f"the output is the answer for the values of the earlier call on the same tensors "
                             f"({experiments.summary(earlier)} against that call's reference, "
-                            f"{experiments.summary(row)} against this call's){graphs}")
+                            f"{experiments.summary(row)} against this call's), and so it is again in "
+                            f"{REPEATED_PASSES} repeats of those two calls on fresh tensors{graphs}")
 
 
-def _held_numerics(ctx: WorkerContext, trace: CaseTrace, row: dict, changed: set[str]) -> Confirmed | None:
-    """precision_downgrade: with the global numerics flags the candidate set held at the reference's,
-    the same inputs pass."""
-    if not changed:
+def _held_numerics(ctx: WorkerContext, trace: CaseTrace, row: dict) -> Confirmed | None:
+    """precision_downgrade: the submission set a flag that lowers float32 precision (TF32,
+    reduced-precision reductions, matmul precision; `experiments.precision_flags`), in force for
+    its calls as in the benchmark; run with the harness's flags instead, and its writes to them
+    dropped, the same inputs pass REPEATED_PASSES times."""
+    guard = ctx.guard
+    if guard.harness is None:
         return None
-    before = experiments.numerics_state()
-    out, pin, after = _again(ctx, trace, experiments.pinned_numerics, experiments.numerics_state)
-    if after != before:
-        return None  # the flags moved all the same: the experiment isolates nothing
-    again = _judge(ctx, trace, out, trace.truths, trace.lowps, trace.structural, trace.terms)
-    if again["outcome"] != Outcome.PASS:
+    flags = experiments.precision_flags(guard.published, guard.harness.state)
+    if not flags:
         return None
-    dropped = ", ".join(dict.fromkeys(pin.dropped)) or "none during the call"
+    results, dropped = [], []
+    with guard.harness_numerics():
+        before = experiments.numerics_state()
+        for _ in range(REPEATED_PASSES):
+            call = again(ctx, trace, experiments.pinned_numerics, experiments.numerics_state)
+            if call.checked != before:
+                return None  # the flags moved all the same: the experiment isolates nothing
+            results.append(own_truth(ctx, trace, call.seen))
+            dropped += call.watched.dropped
+    if any(r["outcome"] != Outcome.PASS for r in results):
+        return None
+    writes = ", ".join(dict.fromkeys(dropped)) or "none during the calls"
     return Confirmed(Cause.PRECISION_DOWNGRADE,
-                     f"the candidate changed {', '.join(sorted(changed))}; with those flags held at the "
-                     f"reference's the same inputs pass ({experiments.summary(again)}; "
-                     f"was {experiments.summary(row)}; writes dropped: {dropped})")
+                     f"the submission sets {', '.join(flags)} (in force for its own calls, as in the benchmark); "
+                     f"with the harness's flags the same inputs pass {REPEATED_PASSES} times "
+                     f"({experiments.summary(results[-1])}; was {experiments.summary(row)}; its writes dropped: "
+                     f"{writes})")
 
 
-def _serialised_streams(ctx: WorkerContext, trace: CaseTrace, row: dict) -> Confirmed | None:
+def _serialised_streams(ctx: WorkerContext, trace: CaseTrace, row: dict,
+                        repeats: int = REPEATED_PASSES) -> Confirmed | None:
     """unsynchronized_stream: with every stream switch dropped (the candidate's work in order on the
-    caller's stream), the same inputs pass, twice."""
+    caller's stream), the same inputs pass `repeats` times. The evidence says too whether the
+    case's output, read after a device-wide synchronize instead of on the caller's stream, passes:
+    then the caller's stream was never made to wait for the work that writes it."""
     if ctx.device != "cuda":
         return None
     results, switches = [], 0
-    for _ in range(2):
-        out, streams, _ = _again(ctx, trace, experiments.serialised_streams)
-        if not streams.switches:
+    for _ in range(max(repeats, REPEATED_PASSES)):
+        call = again(ctx, trace, experiments.serialised_streams)
+        if not call.watched.switches:
             return None
-        switches = streams.switches
-        results.append(_judge(ctx, trace, out, trace.truths, trace.lowps, trace.structural, trace.terms))
+        switches = call.watched.switches
+        results.append(own_truth(ctx, trace, call.seen))
     if any(r["outcome"] != Outcome.PASS for r in results):
         return None
+    synced = own_truth(ctx, trace, trace.out)
+    late = ("read after a device-wide synchronize instead, the same output passes: the caller's stream "
+            "does not wait for the work that writes it" if synced["outcome"] == Outcome.PASS else
+            f"read after a device-wide synchronize it fails too ({experiments.summary(synced)}): the work "
+            "reads what the caller's stream had not yet written")
     return Confirmed(Cause.UNSYNCHRONIZED_STREAM,
-                     f"the candidate switched streams {switches} time(s) in its call; with the switches dropped "
-                     f"(its work in order on the caller's stream) the same inputs pass twice "
-                     f"({experiments.summary(results[-1])}; was {experiments.summary(row)})")
-
-
-def _specialised(ctx: WorkerContext, spec: CaseSpec, row: dict, run_case: RunCase) -> Confirmed | None:
-    """dtype_specialised / shape_specialised: the same strategy and seed pass at the benchmark's dtype
-    (float32) or at the benchmark's sizes. Asked once per strategy and dtype of the loaded job, on its
-    first failing case: the answer is about the kernel, not the seed."""
-    assert ctx.loaded.schema is not None
-    answers = ctx.explainer.answers
-    asks = []
-    if spec.dtype != BENCHMARK_DTYPE:
-        asks.append((("dtype", spec.strategy, spec.dtype), {"sizes": spec.sizes, "dtype": BENCHMARK_DTYPE},
-                     Cause.DTYPE_SPECIALISED, f"at {BENCHMARK_DTYPE}, the benchmark's dtype"))
-    bench = dict(ctx.loaded.schema.defaults())
-    if spec.sizes != bench:
-        asks.append((("sizes", spec.strategy, spec.dtype), {"sizes": bench, "dtype": spec.dtype},
-                     Cause.SHAPE_SPECIALISED, f"at the benchmark's sizes {json.dumps(bench)}"))
-    for key, change, cause, where in asks:
-        if key not in answers:
-            other = run_case(spec.strategy, spec.seed, spec.dtype, dict(change, values=spec.values, layout=spec.layout))
-            answers[key] = (
-                Confirmed(cause, f"the first failing {spec.strategy} case at {spec.dtype} ({row['outcome']}: "
-                                 f"seed {spec.seed}, sizes {json.dumps(spec.sizes)}, {spec.values} values, "
-                                 f"{spec.layout}) passes {where}")
-                if other.get("outcome") == Outcome.PASS else None
-            )
-        if answers[key] is not None:
-            return answers[key]
-    return None
-
-
-def second_call(ctx: WorkerContext, trace: CaseTrace) -> dict | None:
-    """output_aliasing / result_reuse / stale_graph, asked once per dtype of the loaded job on its
-    first passing case: the candidate is called again on fresh tensors of the same shape holding
-    other values. The output the first call returned must not change, and the second call's must
-    pass against its own float64 truth; a second answer that is the first call's is a reused result
-    (a stale graph when the call replayed a captured CUDA graph). Returns the verdict columns that
-    flag the case, or None."""
-    key = ("second call", trace.spec.dtype)
-    answers = ctx.explainer.answers
-    if not ctx.explainer.enabled or ctx.explainer.running or key in answers:
-        return None
-    answers[key] = None
-    outs = flatten(trace.out) or []
-    held = case_inputs.snapshot(outs)
-    loaded = ctx.loaded
-    with _aside(ctx):
-        try:
-            other = case_inputs.decoy_values(loaded.problem, loaded.schema, ctx.device, trace.spec, trace.tdtype,
-                                             "second call")
-            counter = experiments.counted_graph_replays if ctx.device == "cuda" else contextlib.nullcontext
-            out2, replays, _ = _again(ctx, trace, counter, values=other)
-            changed = [i for i, (x, x0) in enumerate(zip(outs, held)) if not judge.same(x, x0)]
-            if changed:
-                found = Confirmed(Cause.OUTPUT_ALIASING,
-                                  f"a later call on other values overwrote output {changed[0]} that this call "
-                                  f"returned (the same memory handed out again): a caller holding a result sees "
-                                  f"it change")
-                return {"outcome": Outcome.BAD_OUTPUT, "reason": found.evidence, **found.columns()}
-            truths, lowps, structural, terms = _truths(ctx, trace, other)
-            second = _judge(ctx, trace, out2, truths, lowps, structural, terms)
-            if second["outcome"] == Outcome.PASS:
-                return None
-            first = _judge(ctx, trace, out2, trace.truths, trace.lowps, trace.structural, trace.terms)
-            if first["outcome"] != Outcome.PASS:
-                return None  # wrong on those values, not an answer kept from the first call: fuzz cases judge that
-            graphs = getattr(replays, "count", 0)
-            cause = Cause.STALE_GRAPH if graphs else Cause.RESULT_REUSE
-            how = f", replaying a captured CUDA graph {graphs} time(s)" if graphs else ""
-            found = Confirmed(cause, f"a second call on fresh tensors of the same shape with other values "
-                                     f"returned the first call's answer{how}")
-            verdict = {k: v for k, v in second.items() if k != "reason"}
-            verdict.update(found.columns())
-            return dict(verdict, reason=f"{found.evidence}:\n{second.get('reason', '')}"[:1000])
-        except ReferenceRejects:
-            return None
-        except Exception as exc:  # noqa: BLE001 - a probe that fails tells nothing
-            if is_cuda_failure(exc) and not cuda_context_usable():
-                ctx.guard.restart = True
-            return None
+                     f"the candidate switched streams {switches} time(s) in its call; as the caller's stream "
+                     f"sees it the output fails ({experiments.summary(row)}), and with the switches dropped (its "
+                     f"work in order on the caller's stream) the same inputs pass {len(results)} times; {late}")

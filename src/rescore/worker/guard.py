@@ -2,19 +2,26 @@
 candidate loads (`integrity.py`), checked and restored after each call; the audit hook's findings
 (`confine.py`); threads and child processes left behind; a watch on the problem's own Model.forward.
 What a call did is kept as findings, with a short note of the first sight of each for the row's reason.
+
+The global numerics flags (TF32, reduced-precision reductions, float32 matmul precision, cuDNN's
+modes) are the one exception to "restored after each call": those a submission sets, at import, at
+construction or in a call, are the kernel as it was published and benchmarked, so they are put back
+in force before each of its own calls (`Guard.published`), and restored to the harness's for the
+reference, the judging and the next submission. The finding `sets_numerics` names them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rescore.model.findings import merge
 from rescore.worker import confine
 from rescore.worker.experiments import NUMERICS_FLAGS
-from rescore.worker.integrity import Harness, problem_snapshot
+from rescore.worker.integrity import UNREADABLE, Harness, problem_snapshot
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
 from rescore.worker.usage import Launches, OpRecorder, holds_reference
@@ -35,7 +42,10 @@ class Guard:
         self.findings: set[str] = set()
         self.details: list[str] = []
         self.restart = False
-        self.changed_numerics: set[str] = set()  # numerics flags the candidate set in this request's calls
+        # The numerics flags the submission set (integrity._torch_state names -> its values), in force
+        # for its own calls; `as_published` False runs its calls with the harness's flags instead.
+        self.published: dict[str, Any] = {}
+        self.as_published = True
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
@@ -55,6 +65,8 @@ class Guard:
             problem = self.loaded.problem
             snap = problem_snapshot(problem) if problem is not None else None
             model, forward = self._watch_reference()
+            if self.published and self.as_published and self.harness is not None:
+                self.harness.put(self.published)
             try:
                 if record is not None:
                     with record:
@@ -87,10 +99,17 @@ class Guard:
         """Restore and record what the last call changed (`snap`: the problem's snapshot, or None)."""
         with self.phases("police"):
             if self.harness is not None:
+                now = self.harness.current(NUMERICS_FLAGS)
                 changed = self.harness.restore()
-                self.changed_numerics.update(c for c in changed if c in NUMERICS_FLAGS)
-                if changed:
-                    self.found("patched_harness", "patched " + ", ".join(changed[:4]))
+                flags = [c for c in changed if c in NUMERICS_FLAGS]
+                if self.as_published:  # the flags as the call left them are the submission's from now on
+                    self.published = {name: now[name] for name in flags if now[name] != UNREADABLE}
+                if flags:
+                    self.found("sets_numerics", "sets " + ", ".join(f"{n}={now[n]}" for n in flags)
+                               + " (in force for its own calls, as in the benchmark)")
+                patched = [c for c in changed if c not in NUMERICS_FLAGS]
+                if patched:
+                    self.found("patched_harness", "patched " + ", ".join(patched[:4]))
             if snap is not None:
                 changed = snap.restore()
                 if changed:
@@ -109,6 +128,16 @@ class Guard:
             if candidate is not None and problem is not None:
                 self.findings |= holds_reference(candidate, problem)
 
+    @contextlib.contextmanager
+    def harness_numerics(self) -> Iterator[None]:
+        """The submission's calls in the block run with the harness's numerics flags instead of those
+        it set, and what they set is not kept (the precision experiment)."""
+        saved, self.as_published = self.as_published, False
+        try:
+            yield
+        finally:
+            self.as_published = saved
+
     def found(self, finding: str, detail: str) -> None:
         """Record a finding, with what was seen the first time in this call (for the row's reason)."""
         if finding not in self.findings and len(self.details) < 8:
@@ -118,11 +147,11 @@ class Guard:
     def begin(self) -> None:
         """A new request: no findings of its own yet."""
         self.findings, self.details = set(), []
-        self.changed_numerics = set()
 
     def forget_load_findings(self) -> None:
-        """A new submission: no findings of its load yet."""
+        """A new submission: no findings of its load yet, and none of its numerics flags."""
         self.load_findings, self.load_details = set(), []
+        self.published = {}
 
     def keep_load_findings(self) -> None:
         """What the request so far found (the submission's load) is carried by every later row."""

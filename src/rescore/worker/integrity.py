@@ -172,6 +172,18 @@ def _refill(table: Any, saved: Any) -> None:
         table.update(saved)
 
 
+UNREADABLE = "unreadable"  # a float32 matmul precision torch refuses to report (see _matmul_precision)
+
+
+def _matmul_precision() -> str:
+    """torch's float32 matmul precision; UNREADABLE where torch refuses to report it, after a mix of
+    the legacy TF32 flags and the per-backend settings (restored to the harness's like any change)."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return UNREADABLE
+
+
 def _torch_state() -> dict[str, Any]:
     from torch.utils import deterministic
 
@@ -184,7 +196,7 @@ def _torch_state() -> dict[str, Any]:
         "default_dtype": torch.get_default_dtype(),
         "default_device": str(torch.get_default_device()),
         "num_threads": torch.get_num_threads(),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "float32_matmul_precision": _matmul_precision(),
         "cuda_matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cuda_matmul_reduced": (
             torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
@@ -240,6 +252,11 @@ def _put_torch_state(name: str, value: Any) -> None:
         sys.setprofile(value)
 
 
+# The order `Harness.put` writes numerics flags in: the legacy TF32 flags before the precision that
+# would otherwise override them.
+_PUT_ORDER = ("cuda_matmul_tf32", "cuda_matmul_reduced", "cudnn", "float32_matmul_precision")
+
+
 class Harness:
     """The harness's namespaces and global torch state, as they were before any candidate loaded."""
 
@@ -247,6 +264,30 @@ class Harness:
         self.snapshot = Snapshot(_spaces_of_harness(), deep=True)
         self.state = _torch_state()
         self.modules = {n: m for n, m in sys.modules.items() if m is not None and _harness_module(n)}
+
+    def current(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """The global torch state of these names (`_torch_state`'s) as it is now."""
+        now = _torch_state()
+        return {name: now[name] for name in names}
+
+    def put(self, values: dict[str, Any]) -> bool:
+        """Set global torch state by name (a submission's own numerics flags, before its call); False,
+        with the harness's state back, when torch does not end in exactly that state. torch keeps the
+        float32 matmul precision both as the legacy TF32 flags and as per-backend settings, and
+        refuses to read it back after some orders of writes: the flags are tried first, then the
+        precision, and the other way round."""
+        names = [n for n in _PUT_ORDER if n in values] + [n for n in values if n not in _PUT_ORDER]
+        for order in (names, names[::-1]):
+            for name in order:
+                try:
+                    _put_torch_state(name, values[name])
+                except Exception:  # noqa: BLE001 - judged by reading the state back
+                    pass
+            now = _torch_state()
+            if all(now[name] == value for name, value in values.items()):
+                return True
+        self.restore()
+        return False
 
     def restore(self) -> list[str]:
         """Undo whatever a candidate changed; returns what it had changed."""
