@@ -150,9 +150,6 @@ VALUE_CLASSES: dict[str, Sampler] = {
 }
 
 NONFINITE_CLASSES = frozenset({"nan_sprinkled", "nan_few", "special"})
-# Value classes that are not ordinary: NaN or Inf, or magnitudes near the ends of a dtype's range.
-# (analysis/severity.py's SPECIAL_VALUES names the same classes for the tables, which cannot import this.)
-SPECIAL_CLASSES = NONFINITE_CLASSES | {"huge", "tiny"}
 
 
 def fill(

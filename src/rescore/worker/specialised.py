@@ -13,8 +13,9 @@ model, one call, no decoy call unless the case had one):
 2. the same case at B (same seed, v, l, d) passes;
 3. the same case at S fails again, when it began with the decoy call (else the failure came from that
    call); a case without it was already one call on a fresh model, as a trigger is;
-4. when v is not an ordinary value class (`values.SPECIAL_CLASSES`: NaN, Inf, extreme magnitudes),
-   the same case at S with `normal` values fails too; else the values explain the failure, not S.
+4. when v is a robustness class (`model.evidence.ROBUSTNESS_VALUES`: NaN, Inf, extreme magnitudes,
+   cancellation), the same case at S with `normal` values fails too; else the values explain the
+   failure, not S.
 
 `dtype_specialised` needs conditions 3 and 4, the same case at float32 passing, and normal values at
 the case's sizes passing at float32 (the kernel right at the benchmark's dtype on ordinary values).
@@ -29,7 +30,7 @@ import json
 from collections.abc import Callable
 
 from rescore.inputs.strategies import CaseSpec
-from rescore.inputs.values import SPECIAL_CLASSES
+from rescore.model.evidence import ROBUSTNESS_VALUES
 from rescore.model.outcomes import Outcome
 from rescore.worker.context import WorkerContext
 from rescore.worker.experiments import Cause, Confirmed
@@ -100,7 +101,7 @@ def _reproduces(asked: _Asker) -> bool:
 
 def _values_explain(asked: _Asker) -> bool:
     """Condition 4: the case holds special values, and normal values at its sizes and dtype pass."""
-    return asked.spec.values in SPECIAL_CLASSES and not asked.fails(values="normal")
+    return asked.spec.values in ROBUSTNESS_VALUES and not asked.fails(values="normal")
 
 
 def _dtype(asked: _Asker, where: str) -> Confirmed | None:
@@ -126,7 +127,7 @@ def _shape(asked: _Asker, where: str, bench: dict) -> Confirmed | None:
         return None
     if _values_explain(asked):
         return None  # at these sizes normal values pass: the values explain it
-    effect = "; at its sizes with normal values it fails too" if spec.values in SPECIAL_CLASSES else ""
+    effect = "; at its sizes with normal values it fails too" if spec.values in ROBUSTNESS_VALUES else ""
     return Confirmed(Cause.SHAPE_SPECIALISED,
                      f"{where} fails again as an explicit trigger and passes at the benchmark's sizes "
                      f"{json.dumps(bench)} with the same values{effect}; at those sizes the kernel passes "
