@@ -36,7 +36,7 @@
 # MANIFEST.txt), within one call's limits: at most 8 files of 15 MiB, 60 MB in all. So a lease that
 # ends mid-step still returns what exists, and a call cut short returns the steps finished before.
 # PYTHON (default python3) runs everything; DRY=1 makes every pipeline step a dry run (snakemake -n).
-# Where .whl/ holds wheels (snakemake is not in the GPU image) they are installed first; where
+# Where .whl/ holds wheels and PYTHON has no snakemake (the GPU image has none) they are installed first; where
 # RESCORE_CUDA_CACHE_TGZ names a tarball of a CUDA build cache it is unpacked into /tmp.
 set -u
 T0=$(date +%s)
@@ -44,7 +44,7 @@ el() { echo $(( $(date +%s) - T0 )); }
 WATCH=${1:?usage: scripts/gpu/gpu_lease.sh WATCH_SECONDS}
 export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-corpus\& cold wait warm warm2} REPO=$PWD
 export RESCORE_CUDA_CACHE=${RESCORE_CUDA_CACHE:-/tmp/rescore-cuda} PYTHONUNBUFFERED=1 PYTHON=${PYTHON:-python3}
-if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/snakemake ]; then
+if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/snakemake ] && ! "$PYTHON" -c "import snakemake" 2>/dev/null; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site:$REPO/src || export PYTHONPATH=$REPO/src
