@@ -4,17 +4,20 @@ and dtype, in a sandboxed worker, with progress on a terminal and quiet logs els
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
 from rescore.engine.failure_store import default_store
-from rescore.engine.pacing import Pace
+from rescore.engine.pacing import Pace, call_limit
 from rescore.engine.plan import plan_cases, replay_command, unclaimed_rows
-from rescore.engine.sandbox import Worker, request_with_retry, run_with_retry
+from rescore.engine.sandbox import Worker, WorkerDied, request_with_retry, run_with_retry
 from rescore.model.outcomes import DIED, Outcome
 from rescore.model.records import Submission, claims_dtype
 from rescore.model.run import RunConfig
-from rescore.worker.protocol import Case, Fixed, Load, job_of
+from rescore.worker.protocol import EXPLAIN_KEY, Case, Explain, Fixed, Load, job_of
+
+CAUSE_COLUMNS = ("cause", "cause_evidence")
 
 
 class Progress:
@@ -41,6 +44,31 @@ class Progress:
             self.stream.write("\n")
 
 
+class Experiments:
+    """A failed case's experiments (the cause they confirm: `worker/explain.py`), asked for as a
+    request of their own once the case has its verdict: a death, a timeout or the machine's limit
+    in them costs the case nothing, and they are spent only within the submission's budget. After
+    one that does not answer, the submission's later failures are not explained (each would cost
+    the same again); their cause stays empty, as when no experiment confirms one."""
+
+    def __init__(self) -> None:
+        self.broken: str | None = None  # why the experiments stopped being asked for
+
+    def explain(self, worker: Worker, row: dict, pace: Pace) -> dict:
+        """`row` with the cause its experiments confirm, when it waits for them (EXPLAIN_KEY)."""
+        if not row.pop(EXPLAIN_KEY, False):
+            return row
+        # a worker that restarted after the case has lost what the experiments need
+        if self.broken or worker.proc is None or pace.stop_reason() is not None:
+            return row
+        try:
+            found = worker.request(Explain(), pace.timeout())
+        except WorkerDied as died:
+            self.broken = died.reason
+            return row
+        return dict(row, **{k: found[k] for k in CAUSE_COLUMNS if found.get(k)})
+
+
 def run_submission(
     sub: Submission,
     cfg: RunConfig,
@@ -55,6 +83,7 @@ def run_submission(
     cases = plan_cases(sub, cfg) if cases is None else cases
     base = {"submission_id": sub.submission_id, "name": sub.name, "problem_id": sub.problem.problem_id}
     rows: list[dict] = []
+    worker.call_limit = functools.partial(call_limit, cfg.call_floor_s, cfg.call_factor)
     load = run_with_retry(worker, Load(job_of(sub)), cfg.load_timeout_s)
     worker.job = job_of(sub)
     if load.get("outcome") in DIED:
@@ -115,15 +144,16 @@ def run_submission(
                 replay=replay_command(sub, case, cfg.device),
             )
         )
+    experiments = Experiments()
     for case in remembered + cases:
-        msg = Case(case["strategy"], case["seed"], case["dtype"], case.get("trigger"))
+        msg = Case(case["strategy"], case["seed"], case["dtype"], case.get("trigger"), defer_explain=cfg.explain)
         stop = pace.stop_reason()
         if stop is not None:
             row = {"outcome": Outcome.SKIPPED, "reason": stop}
         else:
             timeout = pace.timeout()
             row, death = request_with_retry(worker, msg, timeout)
-            row = pace.record(row, death, timeout)
+            row = experiments.explain(worker, pace.record(row, death, timeout), pace)
         row = dict(
             row,
             **base,

@@ -24,10 +24,12 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from rescore.engine import phase_log
+from rescore.engine.phase_log import PhaseLog
 from rescore.model.findings import claims_verdict, merge
 from rescore.model.outcomes import Outcome
 from rescore.model.paths import SRC_ROOT, cuda_cache_root, triton_cache_default
-from rescore.worker.protocol import RSS_KEY, Kind, Load, Request, Status, Stop, encode
+from rescore.worker.protocol import PHASES_KEY, RSS_KEY, Kind, Load, Request, Status, Stop, encode
 
 KEEP_ENV = (
     "PATH",
@@ -58,16 +60,23 @@ CLAIM_SCAN_BYTES = 1 << 20
 # Deaths the candidate's own code causes (a bad pointer under the interpreter, a native abort):
 # running it again gives the same death, so the case is not retried.
 CANDIDATE_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+# How a request ended whose harness, not its candidate, held the time when it ran out (`worker/turns.py`):
+# a limit of this machine, recorded `skipped`, never retried and never counted towards settling.
+HARNESS_TIMEOUT = "harness timeout"
+# Requests whose time is split into turns: past its limit a candidate's turn is a `timeout`, the
+# harness's a HARNESS_TIMEOUT (a load or a timing request keeps the one timeout it had).
+TURNED = (Kind.FIXED.value, Kind.CASE.value, Kind.EXPLAIN.value)
 
 
 class WorkerDied(Exception):
     def __init__(self, outcome: str, reason: str, findings: set[str] | None = None, signum: int | None = None,
-                 kind: str | None = None):
+                 kind: str | None = None, limit_s: float | None = None):
         super().__init__(reason)
         self.outcome, self.reason = outcome, reason
         self.findings = set(findings or ())
         self.signum = signum  # the signal that ended the worker, if one did
         self.kind = kind or outcome  # how it ended, in words that compare equal for the same death
+        self.limit_s = limit_s  # a timeout at a call's own limit (`worker/turns.py`): that limit
 
 
 @functools.cache
@@ -135,6 +144,12 @@ class Worker:
         self.scratch: str | None = None
         self.isolation = "unstarted"
         self.load_timeout = 600.0  # seconds to start a worker and re-load its job after a restart
+        # A candidate's turn's limit from the reference's own time (`pacing.call_limit`); None: only the
+        # request's timeout
+        self.call_limit = None
+        self.phases: PhaseLog | None = None  # where the requests' time goes (the phase table); None: not kept
+        self._starting: str | None = None  # the phase the next answer's wait is charged to (a fresh worker's start)
+        self._started_in = 0.0
 
     def start(self) -> None:
         to_child_r, to_child_w = os.pipe()
@@ -258,29 +273,36 @@ class Worker:
     def request(self, msg: Request, timeout: float):
         """Send one message; return the worker's answer, or raise WorkerDied (crash / timeout)."""
         load = isinstance(msg, Load)
+        began = time.monotonic()
         if load and self.proc is not None and (self.loads >= MAX_LOADS or self.last_rss > MAX_RSS):
             self.stop()  # a fresh worker for the next submission: memory stays bounded over a long run
         if self.proc is None:
+            again = self.job is not None and not load
             self.start()
-            if self.job is not None and not load:  # a fresh process's start is not the case's time
-                self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
+            self._starting, self._started_in = (phase_log.RESTART if again else phase_log.WORKER_START,
+                                                time.monotonic() - began)
+            if again:  # a fresh process's start is not the case's time
+                self._ask(encode(Load(self.job)), max(timeout, self.load_timeout), charge=phase_log.RESTART)
         return self._ask(encode(msg), timeout)
 
-    def _ask(self, wire: tuple, timeout: float):
-        """Send one wire tuple (`protocol.encode`) and wait for its answer."""
+    def _ask(self, wire: tuple, timeout: float, charge: str | None = None):
+        """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose
+        turn it is on the way: `_wait`). `charge`: the phase the whole request's time goes to."""
         if wire[0] == Kind.LOAD:
             wire = (Kind.LOAD.value, _absolute_job(wire[1]))
             self.loads += 1
         token = os.urandom(16)
+        sent = time.monotonic()
+        starting, self._starting = self._starting, None
+        clock = _Turns(self, wire[0] in TURNED, sent, timeout)
         try:
             self.send_conn.send((token, wire))
-            if not self.recv_conn.poll(timeout):
-                claims = self._claims()
-                self._kill()
-                self._close()
-                raise WorkerDied(Outcome.TIMEOUT, f"no answer within {timeout:g} s; the worker was killed", claims)
-            packet = self.recv_conn.recv()
+            packet = self._wait(token, clock)
+        except WorkerDied:
+            self._charge(charge or (phase_log.TIMEOUT_WAIT), time.monotonic() - sent)
+            raise
         except (EOFError, OSError, BrokenPipeError) as exc:
+            self._charge(charge or phase_log.DIED, time.monotonic() - sent)
             code = self.proc.wait() if self.proc else None
             tail = self._tail()
             found = self._claims()
@@ -302,6 +324,20 @@ class Worker:
         if status == Status.OK and self.recv_conn.poll(0) and not self._exited():
             found.add("forged_result")  # more than one answer to one request: something else wrote too
             status = Status.RESTART
+        spent = result.pop(PHASES_KEY, None)
+        spent = spent if isinstance(spent, dict) else {}
+        waited = time.monotonic() - sent
+        if charge is not None:
+            self._charge(charge, waited + (self._started_in if starting else 0.0))
+        else:
+            if self.phases is not None:
+                self.phases.add_all(spent)
+            busy = sum(v for v in spent.values() if isinstance(v, (int, float)))
+            self._charge(starting or phase_log.IPC, waited - busy + (self._started_in if starting else 0.0))
+        if clock.limit is not None:
+            result["limit_s"] = round(clock.limit, 3)
+        if self.phases is not None:
+            self.phases.limit_use = max(self.phases.limit_use, clock.most_used)
         self.last_rss = int(result.pop(RSS_KEY, 0) or 0)
         self.peak_rss = max(self.peak_rss, self.last_rss)
         if status == Status.RESTART:
@@ -310,6 +346,28 @@ class Worker:
         if found:
             result["findings"] = merge(result.get("findings"), found)
         return result
+
+    def _wait(self, token: bytes, clock: _Turns):
+        """The request's answer, reading the notes of whose turn it is before it; WorkerDied (after
+        killing the worker) when the turn in hand runs past its deadline."""
+        while True:
+            left = clock.deadline - time.monotonic()
+            if left <= 0 or not self.recv_conn.poll(left):
+                claims = self._claims()
+                self._kill()
+                self._close()
+                raise clock.expired(claims)
+            packet = self.recv_conn.recv()
+            if (isinstance(packet, tuple) and len(packet) == 3 and packet[0] == token and packet[1] == Status.NOTE
+                    and isinstance(packet[2], dict)):
+                clock.note(packet[2])
+                continue
+            clock.note({})  # the answer ends the turn in hand
+            return packet
+
+    def _charge(self, phase: str, seconds: float) -> None:
+        if self.phases is not None:
+            self.phases.add(phase, seconds)
 
     def _exited(self) -> bool:
         """Whether the worker has ended (its closed pipe then reads as ready, with no message in it)."""
@@ -322,6 +380,46 @@ class Worker:
     def load(self, job: dict, timeout: float) -> dict:
         self.job = job
         return self.request(Load(job), timeout)
+
+
+class _Turns:
+    """One request's deadline as the worker's notes move it (`worker/turns.py`): the request's
+    `timeout` from its start, and while the candidate holds the turn with a reference time known,
+    the sooner end of its limit (`Worker.call_limit`), counted from the note."""
+
+    def __init__(self, worker: Worker, turned: bool, sent: float, timeout: float):
+        self.worker, self.turned, self.timeout = worker, turned, timeout
+        self.cap = self.deadline = sent + timeout
+        self.by = "harness" if turned else "candidate"
+        self.reference_s: float | None = None
+        self.limit: float | None = None  # the limit of the candidate's last limited turn
+        self.turn_start = sent
+        self.most_used = 0.0  # the largest share of its limit a limited turn used
+
+    def note(self, body: dict) -> None:
+        now = time.monotonic()
+        if self.deadline < self.cap and self.limit:  # a limited turn ends: how much of its limit it used
+            self.most_used = max(self.most_used, (now - self.turn_start) / self.limit)
+        self.by, self.deadline, self.turn_start = str(body.get("by") or self.by), self.cap, now
+        ref = body.get("reference_s")
+        if not self.turned or self.by != "candidate" or not isinstance(ref, (int, float)):
+            return
+        limit = self.worker.call_limit(float(ref)) if self.worker.call_limit is not None else None
+        if limit is not None and now + limit < self.cap:
+            self.reference_s, self.limit, self.deadline = float(ref), limit, now + limit
+
+    def expired(self, claims: set[str]) -> WorkerDied:
+        """The death of a request whose turn in hand ran out."""
+        if self.turned and self.by == "harness":
+            return WorkerDied(Outcome.SKIPPED, f"the harness's own work (the reference at these sizes, the inputs, "
+                              f"the judging) did not finish within the {self.timeout:g} s per-case timeout on this "
+                              f"machine: a limit of this machine, not the kernel's; the worker was killed",
+                              claims, kind=HARNESS_TIMEOUT)
+        if self.deadline < self.cap and self.limit is not None:
+            return WorkerDied(Outcome.TIMEOUT, f"no answer within {self.limit:.3g} s, the limit of a call at these "
+                              f"sizes (the float64 reference took {self.reference_s:.3g} s there); the worker was "
+                              f"killed", claims, limit_s=self.limit)
+        return WorkerDied(Outcome.TIMEOUT, f"no answer within {self.timeout:g} s; the worker was killed", claims)
 
 
 def run_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> dict:
@@ -344,7 +442,8 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
             result = worker.request(msg, timeout)
         except WorkerDied as died:
             last = died
-            if died.outcome == Outcome.TIMEOUT or "forged_result" in died.findings or died.signum in CANDIDATE_SIGNALS:
+            if (died.outcome == Outcome.TIMEOUT or died.kind == HARNESS_TIMEOUT or "forged_result" in died.findings
+                    or died.signum in CANDIDATE_SIGNALS):
                 break  # a hang would cost the timeout again; a forgery is deliberate; a segfault repeats
             continue
         if result.get("outcome") == Outcome.OOM:
@@ -360,4 +459,6 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
     out = {"outcome": last.outcome, "reason": last.reason + retried}
     if last.findings:
         out["findings"] = merge(last.findings)
-    return out, last.kind
+    if last.limit_s is not None:
+        out["limit_s"] = round(last.limit_s, 3)
+    return out, (None if last.kind == HARNESS_TIMEOUT else last.kind)

@@ -87,6 +87,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("replay", _S),
             ("findings", _S),  # comma-separated: what the submission did besides answering (findings.py)
             ("gpu", _S),  # "<index>: <model>": the host's GPU that ran the case (engine/gpus.py); null on the CPU
+            ("limit_s", _F),  # the limit of the candidate's calls at the case's sizes, from the reference's time
         ]
     ),
 }
@@ -117,6 +118,23 @@ SCHEMAS["shrunk"] = pa.schema(
         ("steps", _I),  # cases run while shrinking
         ("note", _S),
         ("replay", _S),  # `rescore replay ...` of the shrunk trigger
+    ]
+)
+
+# Where each submission's time went (engine/phase_log.py; bench/phases.py): one row per submission and
+# phase, the phases of a submission adding up to its elapsed time.
+SCHEMAS["phases"] = pa.schema(
+    [
+        ("dump", _S),
+        ("shard", _I),
+        ("submission_id", _S),
+        ("name", _S),
+        ("phase", _S),  # worker_start, load, fixed, reference, candidate, ... (engine/phase_log.py, worker/phases.py)
+        ("seconds", _F),
+        ("calls", _I),  # how many times the submission entered it (requests, restarts)
+        ("elapsed_s", _F),  # the submission's elapsed time: its load, cases and shrinking
+        ("case_s", _F),  # its cases' own time (their `wall_ms`)
+        ("limit_use", _F),  # the largest share of its limit a candidate's call used (`worker/turns.py`)
     ]
 )
 

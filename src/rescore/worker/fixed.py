@@ -8,6 +8,8 @@ import json
 import time
 import types
 
+import torch
+
 from rescore.model.outcomes import FixedVerdict, Outcome
 from rescore.oracle.fixed import kernelbench_check
 from rescore.oracle.reference import flatten
@@ -17,6 +19,7 @@ from rescore.worker.guard import Guard
 from rescore.worker.integrity import digest
 from rescore.worker.loading import cannot_run
 from rescore.worker.problem_schema import input_shapes
+from rescore.worker.turns import Turns
 from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
 
 
@@ -51,7 +54,7 @@ def run_fixed(ctx: WorkerContext, profile: str, dtype: str) -> dict:
         get_init_inputs=blaming_reference(loaded.problem.get_init_inputs),
         get_inputs=blaming_reference(loaded.problem.get_inputs),
         Model=blaming_reference(
-            lambda *init, m=loaded.problem.Model: Watched(m(*init), None, ref_ops, last)),
+            lambda *init, m=loaded.problem.Model: Watched(m(*init), None, ref_ops, last, guard.turns)),
     )
     candidate = types.SimpleNamespace(
         ModelNew=lambda *init, _new=loaded.candidate.ModelNew: Watched(
@@ -113,9 +116,11 @@ class Watched:
     The reference's wrapper (no guard) keeps its last outputs in `last`, so that a candidate
     that returns the reference's own output tensor (found in memory) is noticed."""
 
-    def __init__(self, model, guard: Guard | None, record: OpRecorder, last: list | None = None):
+    def __init__(self, model, guard: Guard | None, record: OpRecorder, last: list | None = None,
+                 turns: Turns | None = None):
         self._model, self._guard, self._record = model, guard, record
         self._last = last if last is not None else []
+        self._turns = turns  # the reference's: its time at the benchmark's sizes limits the candidate's call
 
     def to(self, *args, **kwargs) -> Watched:
         if self._guard is None:
@@ -126,11 +131,18 @@ class Watched:
 
     def __call__(self, *args, **kwargs):
         if self._guard is None:
+            if self._turns is not None:
+                self._turns.harness()
+            start = time.perf_counter()
             try:
                 with self._record:
                     out = self._model(*args, **kwargs)
+                if self._turns is not None and any(o.is_cuda for o in flatten(out) or []):
+                    torch.cuda.synchronize()  # its own time, not the time it took to queue
             except Exception as exc:
                 raise ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
+            if self._turns is not None:
+                self._turns.measured(time.perf_counter() - start)
             self._last[:] = flatten(out) or []
             return out
         guarded = digest(self._last)

@@ -17,6 +17,7 @@ from rescore.worker.experiments import NUMERICS_FLAGS
 from rescore.worker.integrity import Harness, problem_snapshot
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
+from rescore.worker.turns import Turns, watch_dynamo
 from rescore.worker.usage import Launches, OpRecorder, holds_reference
 
 
@@ -36,6 +37,8 @@ class Guard:
         self.details: list[str] = []
         self.restart = False
         self.changed_numerics: set[str] = set()  # numerics flags the candidate set in this request's calls
+        self.turns = Turns()  # whose turn it is, told to the parent: a candidate's call is limited in time
+        self.dynamo_watched = False  # torch.compile's compiles noted as the compiler's turn (`watch_dynamo`)
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
@@ -51,6 +54,7 @@ class Guard:
 
     def call(self, fn: Callable[..., Any], *args: Any, record: OpRecorder | None = None) -> Any:
         """Run candidate code, then undo and record what it did to the harness and the problem."""
+        self.turns.candidate()
         with self.phases("call"):
             problem = self.loaded.problem
             snap = problem_snapshot(problem) if problem is not None else None
@@ -108,6 +112,8 @@ class Guard:
             candidate, problem = self.loaded.candidate, self.loaded.problem
             if candidate is not None and problem is not None:
                 self.findings |= holds_reference(candidate, problem)
+            if not self.dynamo_watched:
+                self.dynamo_watched = watch_dynamo(self.turns)
 
     def found(self, finding: str, detail: str) -> None:
         """Record a finding, with what was seen the first time in this call (for the row's reason)."""

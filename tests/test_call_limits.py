@@ -1,0 +1,72 @@
+"""Timeouts that scale with the work: a candidate's calls limited by the reference's own time at their
+sizes (a hang costs seconds and is a `timeout` in both oracles), the harness's own slowness never
+blamed on a kernel, and a failed case's experiments asked for apart, so that they cannot cost the
+case its verdict."""
+
+from __future__ import annotations
+
+from conftest import REPO, toy_submission
+
+from rescore.engine.check import summarize
+from rescore.engine.pacing import Pace, call_limit
+from rescore.engine.runner import RunConfig, run_submission
+from rescore.model.language import detect_language
+from rescore.model.records import Submission
+
+
+def hack(name: str) -> Submission:
+    path = REPO / "tests" / "fixtures" / "hacks" / f"{name}.py"
+    problem = toy_submission("problem_scale.py", "torch_correct.py").problem
+    src = path.read_text()
+    return Submission(name=name, problem=problem, source=src, path=str(path), language=detect_language(src),
+                      dtypes=("float32",))
+
+
+def test_a_calls_limit_is_a_floor_plus_a_multiple_of_the_references_own_time():
+    assert call_limit(5.0, 50.0, 0.0) == 5.0 and call_limit(5.0, 50.0, 2.0) == 105.0
+    assert call_limit(0.0, 50.0, 2.0) is None  # floor 0: the per-case timeout alone
+
+
+def test_a_timeout_at_its_calls_own_limit_is_judged_even_under_the_shortened_timeout():
+    pace = Pace(timeout_s=30, total=4, settle_timeout_s=10)
+    pace.record({"outcome": "timeout"}, "timeout", 30)
+    at_limit = {"outcome": "timeout", "reason": "no answer within 5 s, the limit of a call", "limit_s": 5.0}
+    assert pace.record(at_limit, "timeout", pace.timeout()) is at_limit  # not `skipped`: its limit was its own
+    assert pace.stop_reason() == ("settled: 2 cases in a row timed out (1 at its call's own limit, 1 at the full "
+                                  "30 s); its verdict cannot change, remaining cases not run")
+
+
+def test_an_infinite_loop_is_a_timeout_in_both_oracles_at_its_calls_limit(worker):
+    cfg = RunConfig(strategies={"default": 6}, dtypes=("float32",), timeout_s=60, call_floor_s=2,
+                    load_timeout_s=300)
+    rows = run_submission(hack("infinite_loop"), cfg, worker)
+    assert [r["outcome"] for r in rows] == ["timeout", "timeout"] + ["skipped"] * 5
+    for row in rows[:2]:
+        assert row["limit_s"] < cfg.timeout_s and "the limit of a call at these sizes" in row["reason"]
+    assert "2 cases in a row timed out (2 at its call's own limit)" in rows[2]["reason"]
+    doc = summarize(rows)
+    assert doc["fixed"]["outcome"] == "timeout" and doc["fuzz"]["verdict"] == "flagged"
+    assert doc["fuzz"]["outcomes"] == {"timeout": 1, "skipped": 5} and doc["fuzz"]["stopped"] == rows[2]["reason"]
+
+
+def test_a_reference_too_slow_for_the_machine_is_the_harnesss_limit_not_the_kernels(worker):
+    """The problem's own Model takes a minute at its own sizes: the benchmark's check is `skipped`
+    for this machine, not a `timeout` of the correct kernel, whose fuzz cases pass."""
+    cfg = RunConfig(strategies={"default": 3}, dtypes=("float32",), timeout_s=4, load_timeout_s=300)
+    sub = toy_submission("problem_slow_at_own_size.py", "torch_correct.py", dtypes=("float32",))
+    rows = run_submission(sub, cfg, worker)
+    assert [r["outcome"] for r in rows] == ["skipped", "pass", "pass", "pass"], [r.get("reason") for r in rows]
+    assert "the harness's own work" in rows[0]["reason"] and "not the kernel's" in rows[0]["reason"]
+
+
+def test_experiments_that_hang_cost_the_failed_case_nothing(worker):
+    """Wrong everywhere, and it hangs at the benchmark's sizes, where an experiment asks whether it
+    passes: each case keeps its mismatch (asked inline, the first one became a timeout), and after
+    the experiments of one case ran out of time the later cases are not explained."""
+    cfg = RunConfig(strategies={"default": 3}, dtypes=("float32",), timeout_s=60, call_floor_s=2,
+                    load_timeout_s=300)
+    sub = toy_submission("problem_scale.py", "wrong_and_hangs_at_benchmark_size.py", dtypes=("float32",))
+    rows = run_submission(sub, cfg, worker)
+    outcomes = [r["outcome"] for r in rows]
+    assert outcomes == ["timeout", "mismatch", "mismatch", "mismatch"], [r.get("reason") for r in rows]
+    assert not any(r.get("cause") for r in rows) and not any("_explain" in r for r in rows)
