@@ -115,8 +115,18 @@ def phase_table(results: Path) -> pd.DataFrame | None:
     return pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True) if shards else None
 
 
+def case_rows(results: Path, columns: list[str]) -> pd.DataFrame:
+    """The run's case rows (the cases table, else its check shards'), with those of `columns` it has."""
+    table = results / "tables" / "cases.parquet"
+    files = [table] if table.exists() else sorted((results / "cases").glob("*/shard-*.parquet"))
+    frames = [pd.read_parquet(f) for f in files]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return df[[c for c in columns if c in df.columns]]
+
+
 def summary(results: Path, top: int = 12) -> dict:
-    """Per phase: total and share; per submission: elapsed over its cases' own time."""
+    """Per phase: total and share; per submission: elapsed over its cases' own time; the cases that
+    timed out at their call's own limit and those the machine's limit stopped."""
     out: dict = {}
     phases = phase_table(results)
     if phases is not None and len(phases):
@@ -130,8 +140,16 @@ def summary(results: Path, top: int = 12) -> dict:
         out["limit_use_max"] = round(float(frame["limit_use"].max()), 3)
     else:
         frame = log_elapsed(results)
-        cases = pd.read_parquet(results / "tables" / "cases.parquet", columns=["name", "wall_ms"])
+        cases = case_rows(results, ["name", "wall_ms"])
         frame["case_s"] = frame["name"].map(cases.groupby("name")["wall_ms"].sum() / 1e3).fillna(0.0)
+    cases = case_rows(results, ["name", "outcome", "reason", "limit_s"])
+    if len(cases):
+        timeouts = cases[cases["outcome"] == "timeout"]
+        limited = timeouts["limit_s"].notna() if "limit_s" in timeouts else pd.Series(False, index=timeouts.index)
+        machine = cases["reason"].fillna("").str.contains("the harness's own work", regex=False)
+        out.update(timeouts=int(len(timeouts)), timeouts_at_call_limit=int(limited.sum()),
+                   timeouts_by_submission=timeouts.groupby("name").size().to_dict(),
+                   machine_limit_skips=int((cases["outcome"].eq("skipped") & machine).sum()))
     frame["ratio"] = frame["elapsed_s"] / frame["case_s"].where(frame["case_s"] > 0)
     elapsed, own = float(frame["elapsed_s"].sum()), float(frame["case_s"].sum())
     out.update(

@@ -70,3 +70,60 @@ def test_experiments_that_hang_cost_the_failed_case_nothing(worker):
     outcomes = [r["outcome"] for r in rows]
     assert outcomes == ["timeout", "mismatch", "mismatch", "mismatch"], [r.get("reason") for r in rows]
     assert not any(r.get("cause") for r in rows) and not any("_explain" in r for r in rows)
+
+
+def test_the_experiments_stop_past_their_allowance_and_after_one_that_did_not_answer():
+    from rescore.engine.runner import Experiments
+    from rescore.engine.sandbox import WorkerDied
+
+    class Stub:
+        proc = object()  # alive
+
+        def __init__(self, answer):
+            self.answer, self.asked = answer, 0
+
+        def request(self, msg, timeout):
+            self.asked += 1
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    pace = Pace(timeout_s=30, total=10)
+    failed = {"outcome": "mismatch", "wall_ms": 2000.0, "_explain": True}
+    worker = Stub({"cause": "result_reuse", "cause_evidence": "seen", "limit_s": 5.0})
+    experiments = Experiments(floor_s=1.0, share=1.0)
+    assert experiments.explain(worker, dict(failed), pace) == {"outcome": "mismatch", "wall_ms": 2000.0,
+                                                                "cause": "result_reuse", "cause_evidence": "seen"}
+    experiments.spent = 10.0  # more than 1 s + 2 x 2 s of cases
+    assert "cause" not in experiments.explain(worker, dict(failed), pace) and worker.asked == 1
+    assert "more than the cases allow" in experiments.broken
+    passing = {"outcome": "pass", "wall_ms": 1.0}
+    assert experiments.explain(worker, dict(passing), pace) == passing  # nothing to explain, nothing asked
+    dead = Stub(WorkerDied("timeout", "no answer within 5 s"))
+    experiments = Experiments()
+    row = experiments.explain(dead, dict(failed), pace)
+    assert row == {"outcome": "mismatch", "wall_ms": 2000.0} and experiments.broken == "no answer within 5 s"
+    experiments.explain(dead, dict(failed), pace)
+    assert dead.asked == 1  # not asked again
+
+
+def test_the_worker_notes_whose_turn_it_is_and_a_compile_pauses_the_candidates():
+    from rescore.worker.turns import Turns
+
+    notes: list[dict] = []
+    turns = Turns()
+    turns.begin(notes.append)
+    turns.candidate()  # a model built before any reference ran: no limit known
+    turns.harness()
+    turns.measured(0.25)
+    turns.candidate()
+    turns.candidate()  # no change: no note
+    turns.compiling()
+    turns.compiling()  # a compile inside an autotuner's benchmark
+    turns.compiled()
+    turns.compiled()
+    turns.end()
+    turns.harness()  # between requests: nothing is sent
+    assert notes == [{"by": "candidate", "reference_s": None}, {"by": "harness", "reference_s": None},
+                     {"by": "candidate", "reference_s": 0.25}, {"by": "compiler", "reference_s": None},
+                     {"by": "candidate", "reference_s": 0.25}]

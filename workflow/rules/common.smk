@@ -14,6 +14,11 @@ validate(config, "../../config/config.schema.yaml")
 DUMPS = list(config["dumps"])
 
 
+wildcard_constraints:
+    dump="[A-Za-z0-9_-]+",  # a dump's name (config.schema.yaml), never a path
+    shard="[0-9]+",
+
+
 def dump_shards(dump):
     """The check shards of a dump: `shards`, or fewer when the dump has fewer submissions to run
     (never an empty shard). Known once the dump is read (`checkpoint ingest`)."""

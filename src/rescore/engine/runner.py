@@ -18,6 +18,9 @@ from rescore.model.run import RunConfig
 from rescore.worker.protocol import EXPLAIN_KEY, Case, Explain, Fixed, Load, job_of
 
 CAUSE_COLUMNS = ("cause", "cause_evidence")
+# A submission's experiments may take EXPLAIN_FLOOR_S plus EXPLAIN_SHARE x its cases' own time (`Experiments`).
+EXPLAIN_FLOOR_S = 30.0
+EXPLAIN_SHARE = 1.0
 
 
 class Progress:
@@ -47,25 +50,37 @@ class Progress:
 class Experiments:
     """A failed case's experiments (the cause they confirm: `worker/explain.py`), asked for as a
     request of their own once the case has its verdict: a death, a timeout or the machine's limit
-    in them costs the case nothing, and they are spent only within the submission's budget. After
-    one that does not answer, the submission's later failures are not explained (each would cost
-    the same again); their cause stays empty, as when no experiment confirms one."""
+    in them costs the case nothing. They are spent within the submission's budget, and while they
+    have taken no more than `floor_s` plus `share` x its cases' own time so far (an experiment at
+    the benchmark's sizes costs seconds on a GPU, and a minute of float64 on a CPU, once per
+    strategy). After one that does not answer, or past that allowance, the submission's later
+    failures are not explained; their cause stays empty, as when no experiment confirms one."""
 
-    def __init__(self) -> None:
+    def __init__(self, floor_s: float = EXPLAIN_FLOOR_S, share: float = EXPLAIN_SHARE) -> None:
+        self.floor_s, self.share = floor_s, share
+        self.spent = 0.0  # seconds of the experiments so far
+        self.case_s = 0.0  # the cases' own time so far (their wall_ms)
         self.broken: str | None = None  # why the experiments stopped being asked for
 
     def explain(self, worker: Worker, row: dict, pace: Pace) -> dict:
         """`row` with the cause its experiments confirm, when it waits for them (EXPLAIN_KEY)."""
+        wall = row.get("wall_ms")
+        self.case_s += float(wall) / 1e3 if isinstance(wall, (int, float)) and wall == wall else 0.0
         if not row.pop(EXPLAIN_KEY, False):
             return row
+        if self.spent > self.floor_s + self.share * self.case_s:
+            self.broken = self.broken or f"the experiments took {self.spent:.0f} s, more than the cases allow"
         # a worker that restarted after the case has lost what the experiments need
         if self.broken or worker.proc is None or pace.stop_reason() is not None:
             return row
+        start = time.monotonic()
         try:
             found = worker.request(Explain(), pace.timeout())
         except WorkerDied as died:
             self.broken = died.reason
             return row
+        finally:
+            self.spent += time.monotonic() - start
         return dict(row, **{k: found[k] for k in CAUSE_COLUMNS if found.get(k)})
 
 

@@ -24,11 +24,12 @@ class Turns:
         self.send: Callable[[dict], None] | None = None
         self.by = HARNESS
         self.reference_s: float | None = None  # the float64 reference's own time at the case's sizes
+        self.compiles = 0  # compiles in progress (an autotuner's benchmark holds the kernels' compiles)
         self._sent: tuple[str, float | None] = (HARNESS, None)
 
     def begin(self, send: Callable[[dict], None] | None) -> None:
         """A new request: the harness's turn, no reference time yet (`send` delivers a note)."""
-        self.send, self.by, self.reference_s = send, HARNESS, None
+        self.send, self.by, self.reference_s, self.compiles = send, HARNESS, None, 0
         self._sent = (HARNESS, None)
 
     def end(self) -> None:
@@ -47,11 +48,15 @@ class Turns:
         self.reference_s = seconds
 
     def compiling(self) -> None:
+        self.compiles += 1
         self._turn(COMPILER)
 
     def compiled(self) -> None:
-        """Back to the candidate (a compile happens inside its call), its time counted afresh."""
-        self._turn(CANDIDATE)
+        """Back to the candidate once no compile is in progress (a compile happens inside its call),
+        its time counted afresh."""
+        self.compiles = max(0, self.compiles - 1)
+        if not self.compiles:
+            self._turn(CANDIDATE)
 
     def _turn(self, by: str) -> None:
         self.by = by
@@ -63,13 +68,25 @@ class Turns:
 
 
 def watch_triton(turns: Turns) -> None:
-    """Note Triton's JIT compiles (on a GPU: the interpreter compiles nothing) as the compiler's turn,
-    through its hooks around a compile, chained to any hook already set. Installed before the
-    harness's snapshot, so that the harness keeps them in place."""
+    """Note Triton's JIT compiles and its autotuner's benchmarks (on a GPU: the interpreter compiles
+    nothing) as the compiler's turn, through its hooks around a compile, chained to any hook already
+    set, and around `Autotuner._bench`. Installed before the harness's snapshot."""
     try:
         from triton import knobs
+        from triton.runtime import autotuner
     except Exception:  # noqa: BLE001 - no Triton, or one without knobs: compiles count as the candidate's
         return
+    bench = getattr(autotuner.Autotuner, "_bench", None)
+    if bench is not None:
+
+        def benchmarking(self, *args, **kwargs):
+            turns.compiling()
+            try:
+                return bench(self, *args, **kwargs)
+            finally:
+                turns.compiled()
+
+        autotuner.Autotuner._bench = benchmarking
     runtime = knobs.runtime
     before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
 
