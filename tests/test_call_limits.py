@@ -5,21 +5,12 @@ case its verdict."""
 
 from __future__ import annotations
 
-from conftest import REPO, toy_submission
+from conftest import toy_submission
+from test_stragglers import hack
 
 from rescore.engine.check import summarize
 from rescore.engine.pacing import Pace, call_limit
 from rescore.engine.runner import RunConfig, run_submission
-from rescore.model.language import detect_language
-from rescore.model.records import Submission
-
-
-def hack(name: str) -> Submission:
-    path = REPO / "tests" / "fixtures" / "hacks" / f"{name}.py"
-    problem = toy_submission("problem_scale.py", "torch_correct.py").problem
-    src = path.read_text()
-    return Submission(name=name, problem=problem, source=src, path=str(path), language=detect_language(src),
-                      dtypes=("float32",))
 
 
 def test_a_calls_limit_is_a_floor_plus_a_multiple_of_the_references_own_time():
@@ -51,12 +42,17 @@ def test_an_infinite_loop_is_a_timeout_in_both_oracles_at_its_calls_limit(worker
 
 def test_a_reference_too_slow_for_the_machine_is_the_harnesss_limit_not_the_kernels(worker):
     """The problem's own Model takes a minute at its own sizes: the benchmark's check is `skipped`
-    for this machine, not a `timeout` of the correct kernel, whose fuzz cases pass."""
-    cfg = RunConfig(strategies={"default": 3}, dtypes=("float32",), timeout_s=4, load_timeout_s=300)
+    for this machine, not a `timeout` of the correct kernel, whose fuzz cases pass; the cases at the
+    benchmark's own sizes are not run (each would cost the per-case timeout again)."""
+    cfg = RunConfig(strategies={"default": 2, "benchmark_shape": 2}, dtypes=("float32",), timeout_s=4,
+                    load_timeout_s=300)
     sub = toy_submission("problem_slow_at_own_size.py", "torch_correct.py", dtypes=("float32",))
     rows = run_submission(sub, cfg, worker)
-    assert [r["outcome"] for r in rows] == ["skipped", "pass", "pass", "pass"], [r.get("reason") for r in rows]
+    outcomes = [r["outcome"] for r in rows]
+    assert outcomes == ["skipped", "pass", "pass", "skipped", "skipped"], [r.get("reason") for r in rows]
     assert "the harness's own work" in rows[0]["reason"] and "not the kernel's" in rows[0]["reason"]
+    assert rows[3]["reason"].startswith("not run at the benchmark's own sizes, which are beyond this machine: in "
+                                        "the fixed check the harness's own work")
 
 
 def test_experiments_that_hang_cost_the_failed_case_nothing(worker):
@@ -127,3 +123,29 @@ def test_the_worker_notes_whose_turn_it_is_and_a_compile_pauses_the_candidates()
     assert notes == [{"by": "candidate", "reference_s": None}, {"by": "harness", "reference_s": None},
                      {"by": "candidate", "reference_s": 0.25}, {"by": "compiler", "reference_s": None},
                      {"by": "candidate", "reference_s": 0.25}]
+
+
+def test_the_candidate_and_the_harness_each_have_the_per_case_timeout_of_their_own():
+    """A reference that takes most of the timeout leaves the candidate its own (level1/task59's fixed
+    check: the reference's minute at the benchmark's sizes then timed the kernel out)."""
+    import time
+
+    from rescore.engine.turn_clock import TurnClock
+
+    clock = TurnClock(True, 10.0, lambda ref: 1.0 + 2.0 * ref)
+    clock.used["harness"] = 9.5  # the reference took 9.5 s of its 10
+    clock.note({"by": "candidate", "reference_s": None})
+    assert clock.deadline - time.monotonic() > 9.0  # the candidate's 10 s are whole
+    clock.note({"by": "candidate", "reference_s": 0.5})
+    assert 1.9 < clock.deadline - time.monotonic() <= 2.0 and clock.limit_s == 2.0
+    end = clock.expired()
+    assert (end.outcome, end.limit_s) == ("timeout", 2.0) and "the limit of a call" in end.reason
+    clock.note({"by": "harness"})
+    assert clock.deadline - time.monotonic() <= 0.5  # 0.5 s of the harness's own left
+    end = clock.expired()
+    assert end.outcome == "skipped" and end.kind == "harness timeout" and "not the kernel's" in end.reason
+    clock.note({"by": "candidate", "reference_s": 100.0})  # a limit past the time it has: the timeout
+    assert clock.limit is None and clock.expired().reason.startswith("no answer within 10 s")
+    load = TurnClock(False, 10.0, lambda ref: 1.0)
+    load.note({"by": "candidate", "reference_s": 0.1})  # a load keeps one timeout
+    assert load.limit is None and load.deadline - time.monotonic() > 9.0

@@ -132,10 +132,10 @@ def run_shard(
             if failure is not None:
                 # shrinking spends what is left of the submission's budget, and nothing on a settled one
                 deadline = start + cfg.submission_budget_s if cfg.submission_budget_s else None
-                began = time.monotonic()
+                shrinking = time.monotonic()
                 shrunk.append(shrunk_record(worker, sub, failure, cfg.device, cfg.timeout_s, deadline,
                                             settled_reason(sub_rows)))
-                spent.add(phase_log.SHRINK, time.monotonic() - began)
+                spent.add(phase_log.SHRINK, time.monotonic() - shrinking)
             elapsed, own = time.monotonic() - start, phase_log.case_seconds(sub_rows)
             phases += spent.rows(elapsed, own, dump=dump, shard=shard, submission_id=sub.submission_id, name=sub.name)
             note = f", its first fuzz failure shrunk in {shrunk[-1]['steps']} cases" if failure is not None else ""

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from rescore.model.outcomes import Outcome
 from rescore.model.run import SETTLE_AFTER, SETTLE_TIMEOUT_S
 
+HARNESS_TIMEOUT = "harness timeout"  # how a request ended whose harness, not its candidate, ran out of time
+
 
 def call_limit(floor_s: float, factor: float, reference_s: float) -> float | None:
     """How long a candidate's calls at some sizes may take: `floor_s` plus `factor` times the float64
@@ -77,6 +79,8 @@ class Pace:
         """Count one case that ran (`death`: how its worker died, None if it answered); returns its
         row, `skipped` when it outlived only a shortened timeout (not its call's own limit: `limit_s`)."""
         self.done += 1
+        if death == HARNESS_TIMEOUT:  # the machine's limit, not the kernel's death: as if it answered
+            death = None
         if death is None or (self.streak and self.streak[-1] != death):
             self.streak, self.full_timeouts, self.limited_timeouts = [], 0, 0
         if death is None:

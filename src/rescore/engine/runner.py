@@ -9,9 +9,10 @@ import sys
 import time
 
 from rescore.engine.failure_store import default_store
-from rescore.engine.pacing import Pace, call_limit
+from rescore.engine.pacing import HARNESS_TIMEOUT, Pace, call_limit
 from rescore.engine.plan import plan_cases, replay_command, unclaimed_rows
 from rescore.engine.sandbox import Worker, WorkerDied, request_with_retry, run_with_retry
+from rescore.inputs.strategies import get_strategy
 from rescore.model.outcomes import DIED, Outcome
 from rescore.model.records import Submission, claims_dtype
 from rescore.model.run import RunConfig
@@ -45,6 +46,13 @@ class Progress:
     def close(self) -> None:
         if self.tty:
             self.stream.write("\n")
+
+
+def beyond_machine(row: dict, where: str) -> str:
+    """Why a submission's later cases at the benchmark's own sizes are not run: the harness's own work
+    there (the float64 reference of a KernelBench level-1 problem on a CPU) ran out of time in `where`,
+    and would again in each, a per-case timeout apiece, never the kernel's."""
+    return f"not run at the benchmark's own sizes, which are beyond this machine: in {where} {row.get('reason')}"
 
 
 class Experiments:
@@ -140,10 +148,13 @@ def run_submission(
     # submission stopped by its budget or settled still has a verdict.
     pace = Pace(cfg.timeout_s, int(fixed) + len(remembered) + len(cases), cfg.submission_budget_s,
                 cfg.settle_after, cfg.settle_timeout_s)
+    beyond = None  # why the benchmark's own sizes are beyond this machine, once its harness ran out there
     if fixed:
         timeout = pace.timeout()
         row, death = request_with_retry(worker, Fixed(cfg.fixed_profile, cfg.fixed_dtype), timeout)
         row = pace.record(row, death, timeout)
+        if death == HARNESS_TIMEOUT:
+            beyond = beyond_machine(row, "the fixed check")
         case = {"oracle": "fixed", "dtype": cfg.fixed_dtype, "tolerance_policy": cfg.fixed_profile}
         rows.append(
             dict(
@@ -163,12 +174,17 @@ def run_submission(
     for case in remembered + cases:
         msg = Case(case["strategy"], case["seed"], case["dtype"], case.get("trigger"), defer_explain=cfg.explain)
         stop = pace.stop_reason()
+        at_benchmark = not case.get("trigger") and get_strategy(case["strategy"]).shapes == "fixed"
         if stop is not None:
             row = {"outcome": Outcome.SKIPPED, "reason": stop}
+        elif beyond and at_benchmark:
+            row = {"outcome": Outcome.SKIPPED, "reason": beyond}
         else:
             timeout = pace.timeout()
             row, death = request_with_retry(worker, msg, timeout)
             row = experiments.explain(worker, pace.record(row, death, timeout), pace)
+            if death == HARNESS_TIMEOUT and at_benchmark:
+                beyond = beyond_machine(row, f"a {case['strategy']} case")
         row = dict(
             row,
             **base,

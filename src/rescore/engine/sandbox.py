@@ -25,7 +25,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from rescore.engine import phase_log
+from rescore.engine.pacing import HARNESS_TIMEOUT
 from rescore.engine.phase_log import PhaseLog
+from rescore.engine.turn_clock import TurnClock
 from rescore.model.findings import claims_verdict, merge
 from rescore.model.outcomes import Outcome
 from rescore.model.paths import SRC_ROOT, cuda_cache_root, triton_cache_default
@@ -60,11 +62,9 @@ CLAIM_SCAN_BYTES = 1 << 20
 # Deaths the candidate's own code causes (a bad pointer under the interpreter, a native abort):
 # running it again gives the same death, so the case is not retried.
 CANDIDATE_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
-# How a request ended whose harness, not its candidate, held the time when it ran out (`worker/turns.py`):
-# a limit of this machine, recorded `skipped`, never retried and never counted towards settling.
-HARNESS_TIMEOUT = "harness timeout"
-# Requests whose time is split into turns: past its limit a candidate's turn is a `timeout`, the
-# harness's a HARNESS_TIMEOUT (a load or a timing request keeps the one timeout it had).
+# Requests whose time is split into turns (`turn_clock.py`): past its limit a candidate's turn is a
+# `timeout`, the harness's a HARNESS_TIMEOUT (pacing.py: a limit of this machine, recorded `skipped`,
+# never retried, never counted towards settling); a load or a timing request keeps one timeout.
 TURNED = (Kind.FIXED.value, Kind.CASE.value, Kind.EXPLAIN.value)
 
 
@@ -294,7 +294,7 @@ class Worker:
         token = os.urandom(16)
         sent = time.monotonic()
         starting, self._starting = self._starting, None
-        clock = _Turns(self, wire[0] in TURNED, sent, timeout)
+        clock = TurnClock(wire[0] in TURNED, timeout, self.call_limit, sent)
         try:
             self.send_conn.send((token, wire))
             packet = self._wait(token, clock)
@@ -334,8 +334,8 @@ class Worker:
                 self.phases.add_all(spent)
             busy = sum(v for v in spent.values() if isinstance(v, (int, float)))
             self._charge(starting or phase_log.IPC, waited - busy + (self._started_in if starting else 0.0))
-        if clock.limit is not None:
-            result["limit_s"] = round(clock.limit, 3)
+        if clock.limit_s is not None:
+            result["limit_s"] = round(clock.limit_s, 3)
         if self.phases is not None:
             self.phases.limit_use = max(self.phases.limit_use, clock.most_used)
         self.last_rss = int(result.pop(RSS_KEY, 0) or 0)
@@ -347,7 +347,7 @@ class Worker:
             result["findings"] = merge(result.get("findings"), found)
         return result
 
-    def _wait(self, token: bytes, clock: _Turns):
+    def _wait(self, token: bytes, clock: TurnClock):
         """The request's answer, reading the notes of whose turn it is before it; WorkerDied (after
         killing the worker) when the turn in hand runs past its deadline."""
         while True:
@@ -356,7 +356,8 @@ class Worker:
                 claims = self._claims()
                 self._kill()
                 self._close()
-                raise clock.expired(claims)
+                end = clock.expired()
+                raise WorkerDied(end.outcome, end.reason, claims, kind=end.kind, limit_s=end.limit_s)
             packet = self.recv_conn.recv()
             if (isinstance(packet, tuple) and len(packet) == 3 and packet[0] == token and packet[1] == Status.NOTE
                     and isinstance(packet[2], dict)):
@@ -382,46 +383,6 @@ class Worker:
         return self.request(Load(job), timeout)
 
 
-class _Turns:
-    """One request's deadline as the worker's notes move it (`worker/turns.py`): the request's
-    `timeout` from its start, and while the candidate holds the turn with a reference time known,
-    the sooner end of its limit (`Worker.call_limit`), counted from the note."""
-
-    def __init__(self, worker: Worker, turned: bool, sent: float, timeout: float):
-        self.worker, self.turned, self.timeout = worker, turned, timeout
-        self.cap = self.deadline = sent + timeout
-        self.by = "harness" if turned else "candidate"
-        self.reference_s: float | None = None
-        self.limit: float | None = None  # the limit of the candidate's last limited turn
-        self.turn_start = sent
-        self.most_used = 0.0  # the largest share of its limit a limited turn used
-
-    def note(self, body: dict) -> None:
-        now = time.monotonic()
-        if self.deadline < self.cap and self.limit:  # a limited turn ends: how much of its limit it used
-            self.most_used = max(self.most_used, (now - self.turn_start) / self.limit)
-        self.by, self.deadline, self.turn_start = str(body.get("by") or self.by), self.cap, now
-        ref = body.get("reference_s")
-        if not self.turned or self.by != "candidate" or not isinstance(ref, (int, float)):
-            return
-        limit = self.worker.call_limit(float(ref)) if self.worker.call_limit is not None else None
-        if limit is not None and now + limit < self.cap:
-            self.reference_s, self.limit, self.deadline = float(ref), limit, now + limit
-
-    def expired(self, claims: set[str]) -> WorkerDied:
-        """The death of a request whose turn in hand ran out."""
-        if self.turned and self.by == "harness":
-            return WorkerDied(Outcome.SKIPPED, f"the harness's own work (the reference at these sizes, the inputs, "
-                              f"the judging) did not finish within the {self.timeout:g} s per-case timeout on this "
-                              f"machine: a limit of this machine, not the kernel's; the worker was killed",
-                              claims, kind=HARNESS_TIMEOUT)
-        if self.deadline < self.cap and self.limit is not None:
-            return WorkerDied(Outcome.TIMEOUT, f"no answer within {self.limit:.3g} s, the limit of a call at these "
-                              f"sizes (the float64 reference took {self.reference_s:.3g} s there); the worker was "
-                              f"killed", claims, limit_s=self.limit)
-        return WorkerDied(Outcome.TIMEOUT, f"no answer within {self.timeout:g} s; the worker was killed", claims)
-
-
 def run_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> dict:
     """One request; a worker that dies is restarted and the request retried `retries` times, unless
     the death is the candidate's own (a hang, a forged answer, a segfault or abort), which repeats.
@@ -434,7 +395,7 @@ def run_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 
 
 def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
     """`run_with_retry`'s row, and how the worker ended when the row is its death (`timeout`,
-    `signal 11`, `exit code 0`, `a forged result`), else None: a runner
+    `signal 11`, `exit code 0`, `a forged result`, HARNESS_TIMEOUT), else None: a runner
     settles a submission whose cases end the same way in a row (`pacing.py`)."""
     last: WorkerDied | None = None
     for attempt in range(retries + 1):
@@ -461,4 +422,4 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
         out["findings"] = merge(last.findings)
     if last.limit_s is not None:
         out["limit_s"] = round(last.limit_s, 3)
-    return out, (None if last.kind == HARNESS_TIMEOUT else last.kind)
+    return out, last.kind

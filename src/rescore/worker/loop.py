@@ -69,7 +69,8 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
             status, result = protocol.Status.RESTART, {"outcome": Outcome.CRASH, "reason": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
             result = {"outcome": Outcome.CRASH, "reason": f"harness: {type(exc).__name__}: {exc}"[:500]}
-        executor.guard.police(None)  # whatever ran last, the answer is sent by an intact harness
+        with timer("police"):  # whatever ran last, the answer is sent by an intact harness
+            executor.guard.police(None)
         executor.guard.turns.end()
         if executor.guard.restart:
             status = protocol.Status.RESTART
