@@ -125,27 +125,27 @@ def test_the_worker_notes_whose_turn_it_is_and_a_compile_pauses_the_candidates()
                      {"by": "candidate", "reference_s": 0.25}]
 
 
-def test_the_candidate_and_the_harness_each_have_the_per_case_timeout_of_their_own():
-    """A reference that takes most of the timeout leaves the candidate its own (level1/task59's fixed
-    check: the reference's minute at the benchmark's sizes then timed the kernel out)."""
+def test_whose_turn_ran_out_says_whose_fault_it_is():
+    """Past its call limit the kernel is timed out; out of the harness's time, or out of the per-case
+    timeout while the kernel's limit was still ahead (level1/task59's fixed check on a CPU: a minute
+    of the reference's conv3d per call), it is the machine's limit."""
     import time
 
     from rescore.engine.turn_clock import TurnClock
 
     clock = TurnClock(True, 10.0, lambda ref: 1.0 + 2.0 * ref)
-    clock.used["harness"] = 9.5  # the reference took 9.5 s of its 10
-    clock.note({"by": "candidate", "reference_s": None})
-    assert clock.deadline - time.monotonic() > 9.0  # the candidate's 10 s are whole
     clock.note({"by": "candidate", "reference_s": 0.5})
     assert 1.9 < clock.deadline - time.monotonic() <= 2.0 and clock.limit_s == 2.0
     end = clock.expired()
     assert (end.outcome, end.limit_s) == ("timeout", 2.0) and "the limit of a call" in end.reason
     clock.note({"by": "harness"})
-    assert clock.deadline - time.monotonic() <= 0.5  # 0.5 s of the harness's own left
     end = clock.expired()
-    assert end.outcome == "skipped" and end.kind == "harness timeout" and "not the kernel's" in end.reason
-    clock.note({"by": "candidate", "reference_s": 100.0})  # a limit past the time it has: the timeout
-    assert clock.limit is None and clock.expired().reason.startswith("no answer within 10 s")
+    assert end.outcome == "skipped" and end.kind == "harness timeout" and "harness's own work" in end.reason
+    clock.note({"by": "candidate", "reference_s": 100.0})  # allowed 201 s, more than the timeout has
+    end = clock.expired()
+    assert end.outcome == "skipped" and end.kind == "harness timeout" and "more than the 10 s" in end.reason
+    clock.note({"by": "candidate", "reference_s": None})  # no reference to judge it by (its construction)
+    assert clock.expired().reason.startswith("no answer within 10 s") and clock.expired().outcome == "timeout"
     load = TurnClock(False, 10.0, lambda ref: 1.0)
     load.note({"by": "candidate", "reference_s": 0.1})  # a load keeps one timeout
     assert load.limit is None and load.deadline - time.monotonic() > 9.0
