@@ -157,9 +157,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     start = time.perf_counter()
     try:
         seed_generators(device, wseed)
-        model = guard.call(loaded.candidate.ModelNew, *init)
-        if isinstance(model, torch.nn.Module):
-            model = guard.call(lambda: model.to(device).to(tdtype))
+        model = guard.call(built, loaded.candidate.ModelNew, init, device, tdtype)
         with torch.no_grad():
             for r in range(repeat - 1):  # earlier calls on other values of the same shape
                 with phases("decoy_values"):
@@ -233,6 +231,14 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
             with phases("second_call"):
                 verdict = explain.second_call(ctx, ctx.explainer.trace) or verdict
     return dict(row, **verdict)
+
+
+def built(model_new, init: list, device: str, tdtype: torch.dtype):
+    """ModelNew(*init) on the case's device and dtype: the candidate's construction and its `.to()`
+    as one call into candidate code (the harness's checks after each call cost milliseconds, and
+    both are the candidate's code)."""
+    model = model_new(*init)
+    return model.to(device).to(tdtype) if isinstance(model, torch.nn.Module) else model
 
 
 def rerun(ctx: WorkerContext, model, lowp_inputs: list, layout: str):
