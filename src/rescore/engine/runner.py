@@ -12,7 +12,7 @@ from rescore.engine.failure_store import default_store
 from rescore.engine.pacing import HARNESS_TIMEOUT, Pace, call_limit
 from rescore.engine.plan import plan_cases, replay_command, unclaimed_rows
 from rescore.engine.sandbox import Worker, WorkerDied, request_with_retry, run_with_retry
-from rescore.inputs.strategies import get_strategy
+from rescore.inputs.strategies import STRATEGIES, get_strategy
 from rescore.model.outcomes import DIED, Outcome
 from rescore.model.records import Submission, claims_dtype
 from rescore.model.run import RunConfig
@@ -53,6 +53,13 @@ def beyond_machine(row: dict, where: str) -> str:
     there (the float64 reference of a KernelBench level-1 problem on a CPU) ran out of time in `where`,
     and would again in each, a per-case timeout apiece, never the kernel's."""
     return f"not run at the benchmark's own sizes, which are beyond this machine: in {where} {row.get('reason')}"
+
+
+def at_benchmark_sizes(case: dict) -> bool:
+    """Whether a planned case draws the benchmark's own sizes (its strategy's shapes are `fixed`)."""
+    if case.get("trigger") or case["strategy"] not in STRATEGIES:
+        return False
+    return get_strategy(case["strategy"]).shapes == "fixed"
 
 
 class Experiments:
@@ -174,7 +181,7 @@ def run_submission(
     for case in remembered + cases:
         msg = Case(case["strategy"], case["seed"], case["dtype"], case.get("trigger"), defer_explain=cfg.explain)
         stop = pace.stop_reason()
-        at_benchmark = not case.get("trigger") and get_strategy(case["strategy"]).shapes == "fixed"
+        at_benchmark = at_benchmark_sizes(case)
         if stop is not None:
             row = {"outcome": Outcome.SKIPPED, "reason": stop}
         elif beyond and at_benchmark:
