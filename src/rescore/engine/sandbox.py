@@ -149,6 +149,7 @@ class Worker:
         self.call_limit = None
         self.phases: PhaseLog | None = None  # where the requests' time goes (the phase table); None: not kept
         self._starting: str | None = None  # the phase the next answer's wait is charged to (a fresh worker's start)
+        self._whole: str | None = None  # the phase the next request's whole time is charged to (a restart's load)
         self._started_in = 0.0
 
     def start(self) -> None:
@@ -282,18 +283,20 @@ class Worker:
             self._starting, self._started_in = (phase_log.RESTART if again else phase_log.WORKER_START,
                                                 time.monotonic() - began)
             if again:  # a fresh process's start is not the case's time
-                self._ask(encode(Load(self.job)), max(timeout, self.load_timeout), charge=phase_log.RESTART)
+                self._whole = phase_log.RESTART
+                self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
         return self._ask(encode(msg), timeout)
 
-    def _ask(self, wire: tuple, timeout: float, charge: str | None = None):
+    def _ask(self, wire: tuple, timeout: float):
         """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose
-        turn it is on the way: `_wait`). `charge`: the phase the whole request's time goes to."""
+        turn it is on the way: `_wait`)."""
         if wire[0] == Kind.LOAD:
             wire = (Kind.LOAD.value, _absolute_job(wire[1]))
             self.loads += 1
         token = os.urandom(16)
         sent = time.monotonic()
         starting, self._starting = self._starting, None
+        charge, self._whole = self._whole, None  # the phase the whole request's time goes to, if one
         clock = TurnClock(wire[0] in TURNED, timeout, self.call_limit, sent)
         try:
             self.send_conn.send((token, wire))
