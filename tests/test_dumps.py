@@ -480,6 +480,12 @@ def test_cudal1_json_and_unpacked_folders_read_the_same_claimed_correct_float32_
     assert half[0].dtypes == ("float16", "float32")
 
 
+def test_cudal1_entries_keeps_only_the_submissions_named():
+    for path in (CUDAL1_JSON, CUDAL1_DIR / "h100_xsm"):
+        some = read_dump("l1", {"format": "cudal1", "path": str(path), "entries": ["level1/task47", "level2/task21"]})
+        assert [s.name for s in some] == ["level1/task47", "level2/task21"] and not errors(some)
+
+
 def test_cudal1_malformed_entries_are_error_rows_and_the_rest_is_read(tmp_path):
     data = json.loads(CUDAL1_JSON.read_text())
     good = data["1"][0]

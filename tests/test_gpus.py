@@ -179,8 +179,12 @@ def test_a_dry_run_with_four_fake_gpus_gives_the_shards_distinct_slots(tmp_path)
     config.update(dumps={"corpus": {"format": "corpus", "ops": ["softmax"]}}, device="cpu", shards=4)
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(config))
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "-n",
-                        "--cores", "8", "all", "--config", "gpus=4"], capture_output=True, text=True, timeout=300)
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
+    # the dump read first: its shards are known once it is (`checkpoint ingest`)
+    subprocess.run([*snakemake, "--cores", "1", "results/ingest/corpus/manifest.json"], check=True, timeout=300,
+                   capture_output=True)
+    r = subprocess.run([*snakemake, "-n", "--cores", "8", "all", "--config", "gpus=4"], capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     job = r"rule check_shard:.*?wildcards: dump=corpus, shard=(\d+)\n(?:\s+threads: \d+\n)?\s+resources: ([^\n]*)"
     jobs = re.findall(job, r.stdout, re.S)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 from conftest import REPO, TOY
 
 from rescore import stages
@@ -232,4 +233,5 @@ def test_a_pipeline_stage_on_cuda_without_cuda_stops_with_that_line_not_per_case
     finally:
         worker.stop()
     with pytest.raises(DeviceUnavailable, match="^device cuda cannot run here"):
-        stages.cuda_prebuild([], "cuda", "unused.parquet", jobs=1, timeout_s=1.0)
+        config = dict(yaml.safe_load((REPO / "config" / "config.yaml").read_text()), device="cuda")
+        stages.run_shard("unused/manifest.json", 0, 1, config, "unused.parquet", "unused.parquet", "unused")

@@ -64,3 +64,41 @@ def test_a_gpu_run_balances_by_gpu_costs_where_they_were_measured(tmp_path, monk
     assert shards.expected_costs(subs, "cpu") != gpu
     monkeypatch.setattr(shards, "COSTS_CUDA", tmp_path / "absent.json")
     assert shards.expected_costs(subs, "cuda") == shards.load_costs(shards.COSTS)
+
+
+def test_a_dump_never_gets_more_shards_than_submissions_to_run(tmp_path):
+    from dataclasses import replace
+
+    from conftest import toy_submission
+
+    from rescore.engine.shards import shard_count
+    from rescore.model.records import submission_to_dict
+
+    good = toy_submission("problem_scale.py", "torch_correct.py")
+    broken = replace(good, name="unreadable", extra={"ingest_error": "no ModelNew"})
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps([submission_to_dict(s) for s in (good, replace(good, name="other"), broken)]))
+    assert shard_count(manifest, 48) == 2 and shard_count(manifest, 1) == 1
+    manifest.write_text("[]")
+    assert shard_count(manifest, 48) == 1  # one shard, which writes empty tables
+
+
+def test_a_cuda_c_source_not_built_yet_weighs_a_cold_build_on_a_gpu(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from conftest import toy_submission
+
+    from rescore.engine import shards
+    from rescore.model.records import content_hash
+
+    monkeypatch.setenv("RESCORE_CUDA_CACHE", str(tmp_path))
+    torch_sub = toy_submission("problem_scale.py", "torch_correct.py")
+    cuda_sub = replace(torch_sub, name="ext", language="cuda", source="load_inline(...)\n" + torch_sub.source)
+    assert shards.build_costs([torch_sub, cuda_sub], "cuda") == {cuda_sub.submission_id: shards.COLD_BUILD_S}
+    assert shards.build_costs([torch_sub, cuda_sub], "cpu") == {}
+    (tmp_path / content_hash(cuda_sub.source)).mkdir()  # built by an earlier run
+    assert shards.build_costs([torch_sub, cuda_sub], "cuda") == {}
+    (tmp_path / content_hash(cuda_sub.source)).rmdir()
+    where, weight = shards.shard_assignment([torch_sub, cuda_sub], 2, "cuda")
+    assert weight[cuda_sub.submission_id] == weight[torch_sub.submission_id] + shards.COLD_BUILD_S
+    assert where[cuda_sub.submission_id] != where[torch_sub.submission_id]

@@ -42,7 +42,7 @@ PROFILE = REPO / "config" / "profiles" / "slurm"
 TOY = REPO / "tests" / "fixtures" / "slurm_toy"
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 # Columns that legitimately differ between two runs of the same DAG (timings, where it ran).
-VOLATILE_COLUMNS = frozenset({"wall_ms", "device", "versions", "host", "hostname"})
+VOLATILE_COLUMNS = frozenset({"wall_ms", "limit_s", "device", "versions", "host", "hostname"})
 TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL")
 
 

@@ -2,7 +2,7 @@
 
 python tools/shard_costs.py RESULTS_DIR [--out src/rescore/corpus/shard_costs.json]
 python tools/shard_costs.py RESULTS_DIR --from-logs [--snakemake-log FILE]
-                            [--out src/rescore/corpus/shard_costs.cuda.json]
+                            [--out src/rescore/corpus/shard_costs.cuda.json] [--merge]
 
 From the cases table (the default), a submission's cost is the seconds its candidate calls took
 (`wall_ms`) plus 5 ms per executed case for the harness's own work. `--from-logs` reads the check
@@ -13,7 +13,8 @@ start line, or for logs written before there was one, the shard job's start in S
 the balance between shards depends on these numbers, never a result. Its output is package data,
 committed: the check shards of every later run read it (`engine/shards.py`).
 
-`--replay SHARDS SLOTS` also replays the measured seconds through the assignment each cost file
+`--merge` keeps the submissions the file at `--out` already lists and this run did not time (another
+dump's, another run's). `--replay SHARDS SLOTS` also replays the measured seconds through the assignment each cost file
 would give (`--before`, by default the file at `--out` as it was, and the new costs), shards
 started in index order on SLOTS cores, and prints the slowest shard and the stage's length.
 """
@@ -99,6 +100,7 @@ def main() -> None:
     parser.add_argument("--out", help=f"default: {COSTS}, with --from-logs {COSTS_CUDA} (a GPU run's logs)")
     parser.add_argument("--replay", nargs=2, type=int, metavar=("SHARDS", "SLOTS"))
     parser.add_argument("--before", help="the cost file to replay against (default: --out)")
+    parser.add_argument("--merge", action="store_true", help="keep what --out lists and this run did not time")
     args = parser.parse_args()
     args.out = args.out or str(COSTS_CUDA if args.from_logs else COSTS)
     results = Path(args.results)
@@ -110,7 +112,8 @@ def main() -> None:
         for label, costs in (("before", load_costs(Path(args.before or args.out))), ("after", cost)):
             slowest, stage = replay(cost, costs, *args.replay)
             print(f"{label}: slowest shard {slowest:.1f} s, check stage {stage:.1f} s")
-    doc = {k: round(v, 1) for k, v in sorted(cost.items())}
+    kept = load_costs(Path(args.out)) if args.merge else {}
+    doc = {k: round(v, 1) for k, v in sorted({**kept, **cost}.items())}
     Path(args.out).write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
     total, largest = sum(doc.values()), max(doc.values())
     print(f"{args.out}: {len(doc)} submissions, {total:.0f} s in all, the largest {largest:.0f} s")

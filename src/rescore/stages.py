@@ -22,11 +22,13 @@ from rescore.analysis.study import failures_table, illusion_table, reproducer
 from rescore.analysis.tolerance_study import control_ratios, sweep_table, tightening_table, tolerances_table
 from rescore.analysis.uncertainty import statement
 from rescore.corpus.catalog import catalog_markdown, catalog_rows, load_corpus
+from rescore.engine import phase_log
 from rescore.engine import shards as shards_
 from rescore.engine.config import run_config
 from rescore.engine.cuda_build import write_builds
 from rescore.engine.degenerate import degenerate_table, problems_of
 from rescore.engine.gpus import pin_process, shard_slot, with_gpu, worker_gpu
+from rescore.engine.phase_log import PhaseLog
 from rescore.engine.plan import plan_cases
 from rescore.engine.progress import ShardProgress, write_plan
 from rescore.engine.runner import run_submission
@@ -44,6 +46,7 @@ from rescore.runtime.device import require_device, resolve_device
 from rescore.static.study import run_study, static_figures
 
 log = logging.getLogger("rescore")
+BUILD_TIMEOUT_S = 1800.0  # one CUDA C build in a check shard, cold
 # Every import is at the top: none of these modules imports torch, triton or matplotlib when it is
 # imported (the workers and the figure functions do, when they run), so a table stage starts without
 # them (tests/test_layers.py).
@@ -74,20 +77,22 @@ def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> No
 
 def run_shard(
     manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
-    progress_dir: str | None = None, gpus: int = 1,
+    progress_dir: str | None = None, gpus: int = 1, out_phases: str | None = None, out_builds: str | None = None,
 ) -> None:
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
     beside the other shards rather than in a stage after all of them (24 s of a 198 s H200 run).
     With `progress_dir`, keep the shard's progress file there (`rescore.engine.progress`); nothing is printed.
-    With `gpus` > 1 the shard's worker runs on its own GPU (`rescore.engine.gpus`)."""
+    With `gpus` > 1 the shard's worker runs on its own GPU (`rescore.engine.gpus`). With `out_phases`,
+    write where each submission's time went there (`engine/phase_log.py`). With `out_builds`, build the
+    shard's CUDA C submissions first (on a GPU; `engine/cuda_build.py`) and write their builds there:
+    a shard waits for its own builds only."""
     began = time.monotonic()
     cfg = run_config(config)
+    require_device(cfg.device)  # a device that cannot run here stops the stage with one line, not per-case crashes
     subs = read_manifests([manifest])
-    ids = [s.submission_id for s in subs]
-    weight = shards_.weights(ids, shards_.expected_costs(subs, cfg.device))
-    assignment = shards_.assign(ids, shards, weight, gpus)
-    runnable = [s for s in subs if not (s.extra or {}).get("ingest_error")]  # recorded at ingest, nothing to run
+    assignment, weight = shards_.shard_assignment(subs, shards, cfg.device, gpus)
+    runnable = shards_.runnable(subs)  # those recorded as unreadable at ingest have nothing to run
     planned = {s.submission_id: len(plan_cases(s, cfg)) for s in runnable}
     mine = [s for s in runnable if assignment[s.submission_id] == shard]
     total = sum(planned[s.submission_id] for s in mine)
@@ -96,6 +101,7 @@ def run_shard(
     log.info("shard %d of %d: %d submissions, %d cases (%s setting on %s%s)", shard, shards, len(mine), total,
              setting_name(config, cfg.device), cfg.device,
              "" if slot is None else f", GPU slot {slot} of {gpus}: CUDA_VISIBLE_DEVICES={gpu}")  # costs from logs
+    dump = Path(manifest).parent.name  # results/ingest/<dump>/manifest.json
     progress = None
     if progress_dir:
         plan = {k: {"submissions": 0, "cases": 0, "weight": 0.0} for k in range(shards)}
@@ -104,27 +110,40 @@ def run_shard(
             entry["submissions"] += 1
             entry["cases"] += planned[s.submission_id]
             entry["weight"] += weight[s.submission_id]
-        dump = Path(manifest).parent.name  # results/ingest/<dump>/manifest.json
         write_plan(progress_dir, dump, plan)
         progress = ShardProgress(progress_dir, dump, shard,
                                  [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
+    built = {}
+    if out_builds:
+        builds = write_builds([manifest], cfg.device, out_builds, jobs=1, timeout_s=BUILD_TIMEOUT_S, gpus=1,
+                              only={s.submission_id for s in mine})
+        built = dict(zip(builds["submission_id"], builds["seconds"]))
     worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu, explain=cfg.explain)
     rows: list[dict] = []
     shrunk: list[dict] = []
+    phases: list[dict] = []
     try:
         for sub in mine:
-            start = time.monotonic()
+            start = time.monotonic() - built.get(sub.submission_id, 0.0)  # its build is its time too
+            worker.phases = spent = PhaseLog()
+            spent.add(phase_log.BUILD, built.get(sub.submission_id, 0.0))
             sub_rows = with_gpu(run_submission(sub, cfg, worker, progress=progress), gpu)
+            worker.phases = None
             rows += sub_rows
             bad = sum(r["outcome"] in FLAGGING for r in sub_rows)
             failure = first_fuzz_failure(sub_rows)
             if failure is not None:
                 # shrinking spends what is left of the submission's budget, and nothing on a settled one
                 deadline = start + cfg.submission_budget_s if cfg.submission_budget_s else None
+                shrinking = time.monotonic()
                 shrunk.append(shrunk_record(worker, sub, failure, cfg.device, cfg.timeout_s, deadline,
                                             settled_reason(sub_rows)))
+                spent.add(phase_log.SHRINK, time.monotonic() - shrinking)
+            elapsed, own = time.monotonic() - start, phase_log.case_seconds(sub_rows)
+            phases += spent.rows(elapsed, own, dump=dump, shard=shard, submission_id=sub.submission_id, name=sub.name)
             note = f", its first fuzz failure shrunk in {shrunk[-1]['steps']} cases" if failure is not None else ""
-            log.info("%s: %d cases, %d flagged%s", sub.name, len(sub_rows), bad, note)
+            log.info("%s: %d cases, %d flagged%s (%.1f s for %.1f s of cases)", sub.name, len(sub_rows), bad, note,
+                     elapsed, own)
             if progress:
                 progress.submission_done(sub.name)
     finally:
@@ -135,6 +154,8 @@ def run_shard(
              "" if gpu is None else f" on CUDA_VISIBLE_DEVICES={gpu}")  # each GPU's busy time (scripts/gpu)
     write_parquet(pd.DataFrame(rows), out_cases, "cases")
     write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
+    if out_phases:
+        write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
 
 
 def concat_tables(paths: list[str], table: str, out: str) -> None:
@@ -239,13 +260,6 @@ def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, o
     table = run_sanitizer(cases, submissions, manifests, config, out, log_dir)
     if text_out:
         write_text(sanitizer_markdown(table), text_out)
-
-
-def cuda_prebuild(manifests: list[str], device: str, out: str, jobs: int, timeout_s: float, gpus: int = 1) -> None:
-    """Build every CUDA C submission's extensions once, before the checks, and write the builds table
-    (the test loads dealt over `gpus` GPUs). A device that cannot run here stops it with one line."""
-    require_device(resolve_device(device))
-    write_builds(manifests, device, out, jobs=jobs, timeout_s=timeout_s, gpus=gpus)
 
 
 def cuda_builds(builds: list[str], cases: str, out: str) -> None:

@@ -24,7 +24,7 @@ rule submissions_table:
 
 rule cases_table:
     input:
-        expand("results/cases/{dump}/shard-{shard}.parquet", dump=DUMPS, shard=SHARDS),
+        shard_files("results/cases/{dump}/shard-{shard}.parquet"),
     output:
         "results/tables/cases.parquet",
     params:
@@ -84,9 +84,24 @@ rule causes_table:
         "../scripts/causes_table.py"
 
 
+rule phases_table:  # where each submission's time went (engine/phase_log.py; bench/phases.py summarises it)
+    input:
+        shard_files("results/phases/{dump}/shard-{shard}.parquet"),
+    output:
+        "results/tables/phases.parquet",
+    params:
+        table="phases",
+    log:
+        "results/logs/aggregate/phases.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/concat_tables.py"
+
+
 rule shrink_failures:  # the check shards shrink (pipeline.run_shard): this gathers what they found
     input:
-        expand("results/failures/shrunk/{dump}/shard-{shard}.parquet", dump=DUMPS, shard=SHARDS),
+        shard_files("results/failures/shrunk/{dump}/shard-{shard}.parquet"),
     output:
         report("results/failures/shrunk.parquet", category="Failures", caption="../report/tables.rst"),
     params:

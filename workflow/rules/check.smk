@@ -6,15 +6,17 @@ from rescore.engine.gpus import shard_slot, slot_resources
 rule check_shard:
     input:
         manifest="results/ingest/{dump}/manifest.json",
-        builds=CUDA_BUILDS,
     output:
         cases="results/cases/{dump}/shard-{shard}.parquet",
         shrunk="results/failures/shrunk/{dump}/shard-{shard}.parquet",
+        phases="results/phases/{dump}/shard-{shard}.parquet",
+        builds="results/cuda_builds/{dump}/shard-{shard}.parquet",
     params:
         shard=lambda wildcards: int(wildcards.shard),
-        shards=len(SHARDS),
+        shards=lambda wildcards: dump_shards(wildcards.dump),
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
-                                    "budget", "timeout_s", "light") if k in config},
+                                    "budget", "timeout_s", "light", "submission_budget_s", "settle",
+                                    "call_limit") if k in config},
         progress=lambda wildcards: f"results/progress/{wildcards.dump}",
         gpus=GPUS,
     threads: SHARD_THREADS

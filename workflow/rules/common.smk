@@ -3,7 +3,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from rescore.engine.gpus import host_gpus
-from rescore.engine.shards import shard_threads
+from rescore.engine.shards import shard_count, shard_threads
 
 
 configfile: "config/config.yaml"
@@ -12,7 +12,28 @@ configfile: "config/config.yaml"
 validate(config, "../../config/config.schema.yaml")
 
 DUMPS = list(config["dumps"])
-SHARDS = list(range(int(config["shards"])))
+
+
+wildcard_constraints:
+    dump="[A-Za-z0-9_-]+",  # a dump's name (config.schema.yaml), never a path
+    shard="[0-9]+",
+
+
+def dump_shards(dump):
+    """The check shards of a dump: `shards`, or fewer when the dump has fewer submissions to run
+    (never an empty shard). Known once the dump is read (`checkpoint ingest`)."""
+    return shard_count(checkpoints.ingest.get(dump=dump).output.manifest, int(config["shards"]))
+
+
+def shard_files(pattern, own_dump=False):
+    """An input function: `pattern` for every check shard of every dump (`own_dump`: of the job's dump)."""
+
+    def files(wildcards):
+        dumps = [wildcards.dump] if own_dump else DUMPS
+        return [f for dump in dumps for f in expand(pattern, dump=dump, shard=range(dump_shards(dump)))]
+
+    return files
+
 # One core per check shard, even when --cores is more than the machine has (rescore.engine.shards);
 # profiles may set-threads.
 try:
@@ -45,4 +66,5 @@ ALL_OUTPUTS = [
     "results/tables/rescored.parquet",
     "results/tables/degenerate.parquet",
     "results/cuda_builds.parquet",
+    "results/tables/phases.parquet",
 ]

@@ -1,31 +1,26 @@
-# Benchmark dumps: the CUDA prebuild before the check stage, and the tables that re-score each dump.
-# Included right after common.smk: check.smk's check_shard reads CUDA_BUILDS (per dump, so adding a
-# dump never re-runs the other dumps' checks).
+# Benchmark dumps: the CUDA builds of each dump, and the tables that re-score each dump.
+# Each check shard builds its own CUDA submissions first (check.smk): a shard starts as soon as the
+# dump is read, and waits for no other shard's builds (one prebuild of every dump's 69 builds kept an
+# H100 idle for 5.5 min). CUDA_BUILDS gathers one dump's builds, for the stages that load them.
 
 from rescore.engine.gpus import shard_slot, slot_resources
 
 CUDA_BUILDS = "results/cuda_builds/{dump}.parquet"
 
 
-rule cuda_prebuild:
+rule cuda_builds_of_dump:
     input:
-        "results/ingest/{dump}/manifest.json",
+        shard_files("results/cuda_builds/{dump}/shard-{shard}.parquet", own_dump=True),
     output:
         CUDA_BUILDS,
     params:
-        device=config["device"],
-        timeout_s=1800,
-        gpus=GPUS,  # the builds' test loads dealt over the GPUs
-    threads: 8  # parallel CUDA builds; Snakemake caps this at --cores (profiles may set-threads)
-    # Every check shard waits for it: before the static study (priority 20), which otherwise held
-    # the cores it asks for, and a warm H200 run started its checks 29 s late (6 s of cached builds).
-    priority: 30
+        table=None,
     log:
-        "results/logs/cuda_prebuild/{dump}.log",
+        "results/logs/aggregate/cuda_builds_{dump}.log",
     conda:
         CPU_ENV
     script:
-        "../scripts/cuda_prebuild.py"
+        "../scripts/concat_tables.py"
 
 
 rule cuda_builds_table:  # the prebuild's rows, each with whether a case called what it built

@@ -1,7 +1,7 @@
 # Stage 1: read each dump into submissions (one adapter per benchmark format).
 
 
-rule ingest:
+checkpoint ingest:  # a checkpoint: how many check shards a dump gets depends on its submissions
     output:
         submissions="results/ingest/{dump}/submissions.parquet",
         manifest="results/ingest/{dump}/manifest.json",

@@ -13,4 +13,6 @@ run_shard(
     snakemake.log[0] + ".workers",
     snakemake.params.progress,
     snakemake.params.gpus,
+    snakemake.output.phases,
+    snakemake.output.builds,
 )

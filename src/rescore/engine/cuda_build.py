@@ -24,6 +24,8 @@ GPU every CUDA submission is recorded `skipped`.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -97,6 +99,25 @@ def build_one(
     benchmark does (ModelNew(*get_init_inputs())), so a `load_inline` in `__init__` is built here,
     many at a time, rather than in the first case of a check shard."""
     folder = root / content_hash(source)
+    with _locked(folder.with_name(folder.name + ".lock")):  # check shards build side by side
+        return _build_one(source, folder, key, timeout_s, max_jobs, problem_source, gpu)
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Hold an exclusive lock on `path` (another process building the same source waits, then finds
+    its build cached)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build_one(source: str, folder: Path, key: dict, timeout_s: float, max_jobs: int, problem_source: str | None,
+               gpu: str | None) -> dict:
     cached = _cached(folder, key)
     if cached is not None:
         return dict(cached, status=_status(cached), cached=True, seconds=0.0)
@@ -269,12 +290,14 @@ def write_builds(
     root: str | None = None,
     timeout_s: float = 1800.0,
     gpus: int = 1,
+    only: set[str] | None = None,
 ) -> pd.DataFrame:
-    """The `cuda_prebuild` rule: build the CUDA submissions of every dump, write the builds table."""
+    """Build the CUDA submissions of the manifests (`only`: of these submission ids), write the builds
+    table (a check shard builds its own submissions first: `stages.run_shard`)."""
     from rescore.model.tables import SCHEMAS, write_parquet
     from rescore.runtime.device import resolve_device
 
-    subs = read_manifests(manifests)
+    subs = [s for s in read_manifests(manifests) if only is None or s.submission_id in only]
     df = prebuild(subs, resolve_device(device), root, jobs, timeout_s, gpus)
     write_parquet(df, out, "cuda_builds" if "cuda_builds" in SCHEMAS else None)
     failed = int(df["status"].isin([BuildStatus.FAILED, BuildStatus.COMPILE_FAILED, BuildStatus.LOAD_FAILED]).sum())

@@ -14,10 +14,18 @@ every case; neither changes its verdict after the first few. So, per submission:
   crash and cannot change, and its remaining cases are `skipped` with that reason. Cases in a row
   means consecutive and distinct, so a correct kernel that is merely slow on one large case times
   out on that case alone and goes on; any case that answers starts the count again.
+- **a call's own limit**: inside a case, the candidate's calls at some sizes may take `call_limit`:
+  a floor plus a factor times the float64 reference's own time at those sizes (the worker measures
+  it before the candidate runs and tells the parent: `worker/turns.py`). A hang costs seconds, not
+  the per-case timeout, and is a `timeout` like any other: the limit is set by the work the case
+  asks for, not by the run's patience. The harness's own work (the reference at the benchmark's
+  sizes on a slow machine) has only the per-case timeout, and past it is `skipped` as a limit of
+  the machine, never blamed on the kernel.
 - after a case timed out, the next ones run with a shorter timeout (`timeout_s`): a hang is seen
   for what it is in seconds. A case that answers within it is judged as usual, and the full
   timeout is back for the case after it. One that does not is not judged (`skipped`, never a
-  `timeout` at a limit shorter than the configured one) and counts towards settling.
+  `timeout` at a limit shorter than the configured one) unless its call ran past its own limit
+  (then it is that call's `timeout`), and counts towards settling either way.
 """
 
 from __future__ import annotations
@@ -27,6 +35,14 @@ from dataclasses import dataclass, field
 
 from rescore.model.outcomes import Outcome
 from rescore.model.run import SETTLE_AFTER, SETTLE_TIMEOUT_S
+
+HARNESS_TIMEOUT = "harness timeout"  # how a request ended whose harness, not its candidate, ran out of time
+
+
+def call_limit(floor_s: float, factor: float, reference_s: float) -> float | None:
+    """How long a candidate's calls at some sizes may take: `floor_s` plus `factor` times the float64
+    reference's own time at those sizes (None when `floor_s` is 0: only the per-case timeout)."""
+    return floor_s + factor * max(0.0, reference_s) if floor_s > 0 else None
 
 
 @dataclass
@@ -43,6 +59,7 @@ class Pace:
     done: int = 0
     streak: list[str] = field(default_factory=list)  # death kinds of the last cases, in a row
     full_timeouts: int = 0  # timeouts at the full per-case timeout in the current streak
+    limited_timeouts: int = 0  # timeouts at a call's own limit (`call_limit`) in the current streak
 
     def stop_reason(self) -> str | None:
         """Why the next case is not run (None: run it)."""
@@ -60,14 +77,18 @@ class Pace:
 
     def record(self, row: dict, death: str | None, timeout: float) -> dict:
         """Count one case that ran (`death`: how its worker died, None if it answered); returns its
-        row, `skipped` when it outlived only a shortened timeout."""
+        row, `skipped` when it outlived only a shortened timeout (not its call's own limit: `limit_s`)."""
         self.done += 1
+        if death == HARNESS_TIMEOUT:  # the machine's limit, not the kernel's death: as if it answered
+            death = None
+        if death is None or (self.streak and self.streak[-1] != death):
+            self.streak, self.full_timeouts, self.limited_timeouts = [], 0, 0
         if death is None:
-            self.streak, self.full_timeouts = [], 0
             return row
-        if self.streak and self.streak[-1] != death:
-            self.streak, self.full_timeouts = [], 0
         self.streak.append(death)
+        if death == Outcome.TIMEOUT.value and row.get("limit_s") is not None:
+            self.limited_timeouts += 1
+            return row
         if death != Outcome.TIMEOUT.value or timeout >= self.timeout_s:
             self.full_timeouts += death == Outcome.TIMEOUT.value
             return row
@@ -78,9 +99,11 @@ class Pace:
     def _settled(self) -> str:
         kind, n = self.streak[-1], len(self.streak)
         if kind == Outcome.TIMEOUT.value:
-            shortened = n - self.full_timeouts
-            how = f"timed out ({self.full_timeouts} at the full {self.timeout_s:g} s"
-            how += f", {shortened} at the shortened {self.settle_timeout_s:g} s)" if shortened else ")"
+            shortened = n - self.full_timeouts - self.limited_timeouts
+            parts = [f"{self.limited_timeouts} at its call's own limit"] if self.limited_timeouts else []
+            parts += [f"{self.full_timeouts} at the full {self.timeout_s:g} s"] if self.full_timeouts else []
+            parts += [f"{shortened} at the shortened {self.settle_timeout_s:g} s"] if shortened else []
+            how = f"timed out ({', '.join(parts)})"
         else:
             how = f"crashed the worker the same way ({kind})"
         return f"settled: {n} cases in a row {how}; its verdict cannot change, remaining cases not run"

@@ -8,10 +8,12 @@ that no longer fails says so.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
 
+from rescore.engine.pacing import call_limit
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.ingest.files import pair_from_files
 from rescore.model.outcomes import DIED, Outcome
@@ -51,6 +53,7 @@ def replay_case(
     sub = pair_from_files(problem_path, submission_path)
     cfg = RunConfig(device=device, budget=budget)
     worker = Worker(device, cfg.budget)
+    worker.call_limit = functools.partial(call_limit, cfg.call_floor_s, cfg.call_factor)  # as the run limited it
     try:
         loaded = run_with_retry(worker, Load(job_of(sub)), cfg.load_timeout_s)
         worker.job = job_of(sub)

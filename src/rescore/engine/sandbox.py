@@ -21,15 +21,31 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from rescore.engine import phase_log
+from rescore.engine.pacing import HARNESS_TIMEOUT
+from rescore.engine.phase_log import PhaseLog
 from rescore.engine.sharing import DeviceShare, alone_result
+from rescore.engine.turn_clock import TurnClock
 from rescore.engine.worker_env import network_isolation, worker_env
 from rescore.model.findings import claims_verdict, merge
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device import NO_DEVICE_EXIT, DeviceUnavailable
-from rescore.worker.protocol import ALONE_KEY, MEMORY_KEY, RSS_KEY, Kind, Load, Request, Status, Stop, encode
+from rescore.worker.protocol import (
+    ALONE_KEY,
+    MEMORY_KEY,
+    PHASES_KEY,
+    RSS_KEY,
+    Kind,
+    Load,
+    Request,
+    Status,
+    Stop,
+    encode,
+)
 
 __all__ = ["Worker", "WorkerDied", "network_isolation", "request_with_retry", "run_with_retry"]
 
@@ -42,16 +58,21 @@ CLAIM_SCAN_BYTES = 1 << 20
 # Deaths the candidate's own code causes (a bad pointer under the interpreter, a native abort):
 # running it again gives the same death, so the case is not retried.
 CANDIDATE_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+# Requests whose time is split into turns (`turn_clock.py`): past its limit a candidate's turn is a
+# `timeout`, the harness's a HARNESS_TIMEOUT (pacing.py: a limit of this machine, recorded `skipped`,
+# never retried, never counted towards settling); a load or a timing request keeps one timeout.
+TURNED = (Kind.FIXED.value, Kind.CASE.value, Kind.EXPLAIN.value)
 
 
 class WorkerDied(Exception):
     def __init__(self, outcome: str, reason: str, findings: set[str] | None = None, signum: int | None = None,
-                 kind: str | None = None):
+                 kind: str | None = None, limit_s: float | None = None):
         super().__init__(reason)
         self.outcome, self.reason = outcome, reason
         self.findings = set(findings or ())
         self.signum = signum  # the signal that ended the worker, if one did
         self.kind = kind or outcome  # how it ended, in words that compare equal for the same death
+        self.limit_s = limit_s  # a timeout at a call's own limit (`worker/turns.py`): that limit
 
 
 def _kill_wrapped_workers(root: int) -> bool:
@@ -127,6 +148,13 @@ class Worker:
         # that it can still write its report. sanitizer.py raises both; 5 s and 0 (the group at once).
         self.exit_wait_s = 5.0
         self.wrapper_grace_s = 0.0
+        # A candidate's turn's limit from the reference's own time (`pacing.call_limit`); None: only the
+        # request's timeout
+        self.call_limit = None
+        self.phases: PhaseLog | None = None  # where the requests' time goes (the phase table); None: not kept
+        self._starting: str | None = None  # the phase the next answer's wait is charged to (a fresh worker's start)
+        self._whole: str | None = None  # the phase the next request's whole time is charged to (a restart's load)
+        self._started_in = 0.0
 
     def start(self) -> None:
         to_child_r, to_child_w = os.pipe()
@@ -243,11 +271,16 @@ class Worker:
     def request(self, msg: Request, timeout: float):
         """Send one message; return the worker's answer, or raise WorkerDied (crash / timeout)."""
         load = isinstance(msg, Load)
+        began = time.monotonic()
         if load and self.proc is not None and (self.loads >= MAX_LOADS or self.last_rss > MAX_RSS):
             self.stop()  # a fresh worker for the next submission: memory stays bounded over a long run
         if self.proc is None:
+            again = self.job is not None and not load
             self.start()
-            if self.job is not None and not load:  # a fresh process's start is not the case's time
+            self._starting, self._started_in = (phase_log.RESTART if again else phase_log.WORKER_START,
+                                                time.monotonic() - began)
+            if again:  # a fresh process's start is not the case's time
+                self._whole = phase_log.RESTART
                 self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
         if load:
             self.share.begin()
@@ -259,25 +292,28 @@ class Worker:
         return result
 
     def _ask(self, wire: tuple, timeout: float):
-        """Send one wire tuple (`protocol.encode`) and wait for its answer."""
+        """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose
+        turn it is on the way: `_wait`)."""
         if wire[0] == Kind.LOAD:
             wire = (Kind.LOAD.value, _absolute_job(wire[1]))
             self.loads += 1
         token = os.urandom(16)
+        sent = time.monotonic()
+        starting, self._starting = self._starting, None
+        charge, self._whole = self._whole, None  # the phase the whole request's time goes to, if one
+        clock = TurnClock(wire[0] in TURNED, timeout, self.call_limit, sent)
         # A load holds no lock: it allocates little on the device and may build a CUDA extension
         # for minutes, which a retry alone would wait for with every other shard stopped behind it.
         held = self.share.lock.shared() if wire[0] != Kind.LOAD else contextlib.nullcontext()
         try:
             with held:
                 self.send_conn.send((token, wire))
-                if not self.recv_conn.poll(timeout):
-                    claims = self._claims()
-                    self._kill()
-                    self._close()
-                    raise WorkerDied(Outcome.TIMEOUT, f"no answer within {timeout:g} s; the worker was killed",
-                                     claims)
-                packet = self.recv_conn.recv()
+                packet = self._wait(token, clock)
+        except WorkerDied:
+            self._charge(charge or (phase_log.TIMEOUT_WAIT), time.monotonic() - sent)
+            raise
         except (EOFError, OSError, BrokenPipeError) as exc:
+            self._charge(charge or phase_log.DIED, time.monotonic() - sent)
             code = self.proc.wait() if self.proc else None
             tail = self._tail()
             if code == NO_DEVICE_EXIT:
@@ -302,6 +338,20 @@ class Worker:
         if status == Status.OK and self.recv_conn.poll(0) and not self._exited():
             found.add("forged_result")  # more than one answer to one request: something else wrote too
             status = Status.RESTART
+        spent = result.pop(PHASES_KEY, None)
+        spent = spent if isinstance(spent, dict) else {}
+        waited = time.monotonic() - sent
+        if charge is not None:
+            self._charge(charge, waited + (self._started_in if starting else 0.0))
+        else:
+            if self.phases is not None:
+                self.phases.add_all(spent)
+            busy = sum(v for v in spent.values() if isinstance(v, (int, float)))
+            self._charge(starting or phase_log.IPC, waited - busy + (self._started_in if starting else 0.0))
+        if clock.limit_s is not None:
+            result["limit_s"] = round(clock.limit_s, 3)
+        if self.phases is not None:
+            self.phases.limit_use = max(self.phases.limit_use, clock.most_used)
         self.last_rss = int(result.pop(RSS_KEY, 0) or 0)
         self.share.observe(result.pop(MEMORY_KEY, None))
         self.peak_rss = max(self.peak_rss, self.last_rss)
@@ -311,6 +361,29 @@ class Worker:
         if found:
             result["findings"] = merge(result.get("findings"), found)
         return result
+
+    def _wait(self, token: bytes, clock: TurnClock):
+        """The request's answer, reading the notes of whose turn it is before it; WorkerDied (after
+        killing the worker) when the turn in hand runs past its deadline."""
+        while True:
+            left = clock.deadline - time.monotonic()
+            if left <= 0 or not self.recv_conn.poll(left):
+                claims = self._claims()
+                self._kill()
+                self._close()
+                end = clock.expired()
+                raise WorkerDied(end.outcome, end.reason, claims, kind=end.kind, limit_s=end.limit_s)
+            packet = self.recv_conn.recv()
+            if (isinstance(packet, tuple) and len(packet) == 3 and packet[0] == token and packet[1] == Status.NOTE
+                    and isinstance(packet[2], dict)):
+                clock.note(packet[2])
+                continue
+            clock.note({})  # the answer ends the turn in hand
+            return packet
+
+    def _charge(self, phase: str, seconds: float) -> None:
+        if self.phases is not None:
+            self.phases.add(phase, seconds)
 
     def _exited(self) -> bool:
         """Whether the worker has ended (its closed pipe then reads as ready, with no message in it)."""
@@ -344,7 +417,7 @@ def needs_device_alone(result: dict) -> bool:
 
 def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
     """`run_with_retry`'s row, and how the worker ended when the row is its death (`timeout`,
-    `signal 11`, `exit code 0`, `a forged result`), else None: a runner
+    `signal 11`, `exit code 0`, `a forged result`, HARNESS_TIMEOUT), else None: a runner
     settles a submission whose cases end the same way in a row (`pacing.py`)."""
     last: WorkerDied | None = None
     alone = False  # the next attempt holds the device alone
@@ -361,7 +434,8 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
             result = alone_result(result, worker.device)
         except WorkerDied as died:
             last, deaths = died, deaths + 1
-            if died.outcome == Outcome.TIMEOUT or "forged_result" in died.findings or died.signum in CANDIDATE_SIGNALS:
+            if (died.outcome == Outcome.TIMEOUT or died.kind == HARNESS_TIMEOUT or "forged_result" in died.findings
+                    or died.signum in CANDIDATE_SIGNALS):
                 break  # a hang would cost the timeout again; a forgery is deliberate; a segfault repeats
             # a SIGKILL the harness did not send is most likely the host's OOM killer: retry alone
             alone = died.signum == signal.SIGKILL
@@ -372,4 +446,6 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
     out = {"outcome": last.outcome, "reason": last.reason + retried}
     if last.findings:
         out["findings"] = merge(last.findings)
+    if last.limit_s is not None:
+        out["limit_s"] = round(last.limit_s, 3)
     return out, last.kind

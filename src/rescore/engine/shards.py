@@ -7,9 +7,14 @@ longest-first (each submission, most expensive first, to the shard with the leas
 from the costs a previous run measured (`COSTS`, and `COSTS_CUDA` for a GPU run, written by
 `tools/shard_costs.py`). A submission the
 file does not list (a new dump, a new entry, a CUDA C submission, which a CPU run skips and so
-cannot time) counts as the median cost; on the CPU CUDA C is free (`expected_costs`). The assignment
-depends only on the manifest, that file and the device, so a resumed run gives every shard the same
-submissions. Which shard runs a submission changes no result, only when it is done.
+cannot time) counts as the median cost; on the CPU CUDA C is free (`expected_costs`), on a GPU a CUDA
+C source not yet built adds its build (a check shard builds its own: `COLD_BUILD_S`). The language
+alone predicts nothing better: weighted by the H100 run's median per language (CUDA C 85 s, PyTorch
+22 s), CUDA-L1's slowest of 48 shards would have taken 756 s instead of 690 s with equal weights
+(344 s with the measured costs). The assignment depends only on the manifest, that file, the build
+cache and the device, so a resumed run gives every shard the same submissions. Which shard runs a
+submission changes no result, only when it is done. A dump never gets more shards than it has
+submissions to run (`shard_count`).
 """
 
 from __future__ import annotations
@@ -19,9 +24,13 @@ import statistics
 from pathlib import Path
 
 from rescore.engine.gpus import slot_shards
-from rescore.model.paths import SHARD_COSTS, SHARD_COSTS_CUDA
-from rescore.model.records import cuda_only
+from rescore.model.paths import SHARD_COSTS, SHARD_COSTS_CUDA, cuda_cache_root
+from rescore.model.records import content_hash, cuda_only, read_manifests
 from rescore.runtime.device import machine_cores
+
+# Seconds a cold CUDA C build takes on the H100 host (69 builds, 12 at a time: 5.5 min), counted on a
+# GPU for a CUDA C source not in the build cache.
+COLD_BUILD_S = 60.0
 
 COSTS = SHARD_COSTS
 # On a GPU the costs differ in kind (Triton's JIT, not the interpreter, dominates a new size), so a
@@ -56,6 +65,37 @@ def expected_costs(subs: list, device: str, path: Path | None = None) -> dict[st
     if device == "cpu":
         costs.update({s.submission_id: 0.0 for s in subs if s.language == "cuda" or cuda_only(s.source)})
     return costs
+
+
+def build_costs(subs: list, device: str) -> dict[str, float]:
+    """submission_id -> seconds its shard spends building it first: COLD_BUILD_S for a CUDA C source
+    on a GPU that the build cache does not hold yet, else nothing."""
+    if device != "cuda":
+        return {}
+    root = cuda_cache_root()
+    return {s.submission_id: COLD_BUILD_S for s in subs
+            if s.language == "cuda" and not (root / content_hash(s.source)).is_dir()}
+
+
+def shard_assignment(subs: list, shards: int, device: str, gpus: int = 1) -> tuple[dict[str, int], dict[str, float]]:
+    """(submission_id -> shard, submission_id -> expected seconds) of a dump's submissions: the one
+    assignment every check shard of the dump computes alike."""
+    ids = [s.submission_id for s in subs]
+    weight = weights(ids, expected_costs(subs, device))
+    for sid, seconds in build_costs(subs, device).items():
+        weight[sid] += seconds
+    return assign(ids, shards, weight, gpus), weight
+
+
+def shard_count(manifest: str | Path, shards: int) -> int:
+    """How many check shards a dump gets: `shards`, or one per submission to run when it has fewer
+    (at least one, which writes empty tables)."""
+    return max(1, min(shards, len(runnable(read_manifests([str(manifest)])))))
+
+
+def runnable(subs: list) -> list:
+    """The submissions a check shard runs: not those recorded as unreadable at ingest."""
+    return [s for s in subs if not (s.extra or {}).get("ingest_error")]
 
 
 def weights(submission_ids: list[str], costs: dict[str, float]) -> dict[str, float]:

@@ -2,7 +2,8 @@
 one JSON file per GPU (`optimized_cuda_code/<gpu>.json`: `{level: [{task_id, ref_code, custom_code}]}`)
 or the same unpacked into folders (`<gpu>/<level>/<task>/{ref_code,custom_code}.py`).
 
-Spec: `{format: cudal1, path: FILE.json | DIR, gpu: NAME, levels: [..], dtypes: [..]}`. DIR holds
+Spec: `{format: cudal1, path: FILE.json | DIR, gpu: NAME, levels: [..], entries: [..], dtypes: [..]}`
+(`entries`: only these submissions, by name, such as `level1/task14`). DIR holds
 `<level>/<task>/` itself, or one `<gpu>.json` or `<gpu>/` per GPU, picked by `gpu`. Every entry was
 published as correct and faster under KernelBench's fixed check, which runs float32 only: the claim
 is `correct` and the dtypes float32, unless `dtypes:` says more. Submissions are named
@@ -54,6 +55,9 @@ def read(name: str, spec: dict) -> list[Submission]:
         entries = from_json(source, levels) if source.is_file() else from_folder(source, levels)
     except LayoutError as exc:
         return [broken(name, f"{name}/*", f"cudal1/{name}", str(path), str(exc))]
+    if spec.get("entries"):
+        wanted = set(spec["entries"])
+        entries = [e for e in entries if e.name in wanted]
     dtypes = normalize_dtypes(spec.get("dtypes"))
     seen: dict[str, str] = {}
     problems: dict[str, Problem] = {}

@@ -14,6 +14,12 @@ of the built-in corpus took 227 s under the CPU interpreter and 17 s on the H200
 kernel that builds its extension inside a case adds a cold nvcc build of about 75 s."""
 SETTLE_AFTER = 2
 SETTLE_TIMEOUT_S = 10.0
+CALL_FLOOR_S = 5.0
+CALL_FACTOR = 50.0
+"""A candidate's calls at some sizes may take CALL_FLOOR_S plus CALL_FACTOR times the float64
+reference's own time at those sizes (`engine/pacing.py`: `call_limit`). The floor covers what does not
+scale with the reference: the Triton interpreter (the slowest built-in corpus case took 2.6 s of one
+shared core), a first call's set-up; the factor, a float16 candidate against a float64 reference."""
 
 DEFAULT_BUDGET = {"cpu": 1 << 15, "cuda": 1 << 20}
 """Elements of a fuzz case's largest input tensor, per device, where no config says otherwise
@@ -50,6 +56,8 @@ class RunConfig:
     submission_budget_s: float | None = None  # wall seconds for one submission's cases (pacing.py); None: no limit
     settle_after: int = SETTLE_AFTER  # this many same worker deaths in a row settle a submission; 0: never
     settle_timeout_s: float = SETTLE_TIMEOUT_S  # the per-case timeout after a case timed out
+    call_floor_s: float = CALL_FLOOR_S  # a candidate call's limit: this plus call_factor x the reference's
+    call_factor: float = CALL_FACTOR  # time at its sizes (pacing.call_limit); floor 0: timeout_s alone
     dtypes_in_turn: bool = False  # a strategy's evaluation cases take the dtypes in turn, not each dtype
     explain: bool = True  # run the experiments that confirm a failure's cause, and the second call (worker/explain.py)
 

@@ -93,6 +93,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             # JSON [{input, domain, from, evidence}]: each input's value domain and where it came from
             # (schema / source / sampled / default; worker/input_domains.py); fuzz rows only
             ("input_domains", _S),
+            ("limit_s", _F),  # the limit of the candidate's calls at the case's sizes, from the reference's time
         ]
     ),
 }
@@ -144,6 +145,23 @@ SCHEMAS["causes"] = pa.schema(
         ("precision_high", _F),
         ("case_judged", _I),  # the same at case level
         ("case_precision", _F),
+    ]
+)
+
+# Where each submission's time went (engine/phase_log.py; bench/phases.py): one row per submission and
+# phase, the phases of a submission adding up to its elapsed time.
+SCHEMAS["phases"] = pa.schema(
+    [
+        ("dump", _S),
+        ("shard", _I),
+        ("submission_id", _S),
+        ("name", _S),
+        ("phase", _S),  # worker_start, load, fixed, reference, candidate, ... (engine/phase_log.py, worker/phases.py)
+        ("seconds", _F),
+        ("calls", _I),  # how many times the submission entered it (requests, restarts)
+        ("elapsed_s", _F),  # the submission's elapsed time: its load, cases and shrinking
+        ("case_s", _F),  # its cases' own time (their `wall_ms`)
+        ("limit_use", _F),  # the largest share of its limit a candidate's call used (`worker/turns.py`)
     ]
 )
 

@@ -21,6 +21,7 @@ import contextlib
 import copy
 import time
 import types
+from collections.abc import Callable
 
 import torch
 
@@ -64,12 +65,16 @@ def seed_generators(device: str, seed: int) -> None:
 
 class Reference:
     """The float64 reference of the case in hand: its module (`model64`), the device it ran on, and
-    how long its last run took (`seconds`: a host run's time; a GPU run is only queued)."""
+    how long its last run took (`seconds`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, phases=None) -> None:
         self.model64: torch.nn.Module | None = None
         self.device = "cpu"
         self.seconds = 0.0
+        # `phases(name)`: a context manager timing a phase (the worker's `PhaseTimer`); none by default
+        self.phases = phases or (lambda name: contextlib.nullcontext())
+        # called as each run starts: the worker notes that the harness, not the candidate, holds the time
+        self.on_run: Callable[[], None] = lambda: None
 
     def run(self, problem: types.ModuleType, inputs64: list, init: list, tdtype: torch.dtype, wseed: int,
             device: str, truth_device: str, lowp_inputs: list | None = None,
@@ -82,16 +87,20 @@ class Reference:
         self.device = truth_device
         record = record if record is not None else contextlib.nullcontext()
         ref_lowp = None
+        self.on_run()
         try:
-            seed_generators(device, wseed)
-            ref_model = round_parameters(problem.Model(*init), tdtype)
-            self.model64 = copy.deepcopy(ref_model).to(truth_device).to(torch.float64)
+            with self.phases("reference_build"):
+                seed_generators(device, wseed)
+                ref_model = round_parameters(problem.Model(*init), tdtype)
+                self.model64 = copy.deepcopy(ref_model).to(truth_device).to(torch.float64)
             with torch.no_grad():
                 with record:
                     args = [x.to(truth_device) if isinstance(x, torch.Tensor) else x for x in inputs64]
                     start = time.perf_counter()
                     truth = self.model64(*args)
-                    self.seconds = time.perf_counter() - start  # a host run's time (a GPU run is queued)
+                    if truth_device == "cuda":
+                        torch.cuda.synchronize()  # its own time, which a candidate call's limit is drawn from
+                    self.seconds = time.perf_counter() - start
                 if lowp_inputs is not None and intermediate_rounding(problem) is not None:
                     ref_lowp = self.rounding_run(intermediate_rounding(problem), args, truth, tdtype, wseed, device)
                 elif lowp_inputs is not None:
@@ -134,6 +143,7 @@ class Reference:
         """The float64 reference of the case (`run`'s module, on its truth device) on other inputs;
         None when it raises."""
         assert self.model64 is not None
+        self.on_run()
         xs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs64]
         try:
             with torch.no_grad():

@@ -28,6 +28,7 @@ from rescore.worker.experiments import CaseTrace
 from rescore.worker.integrity import digest, digests
 from rescore.worker.loading import cannot_run
 from rescore.worker.placement import judged_where, lowp
+from rescore.worker.protocol import EXPLAIN_KEY
 from rescore.worker.streams import as_seen_from, caller_stream
 from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
 
@@ -64,7 +65,12 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
     problem, schema = ctx.loaded.problem, ctx.loaded.schema
 
     def again(strategy: str, seed: int, dtype: str, trigger: dict) -> dict:  # an experiment's case
-        return run_case(ctx, strategy, seed, dtype, trigger, 1)
+        turns = ctx.guard.turns
+        reference_s = turns.reference_s
+        try:
+            return run_case(ctx, strategy, seed, dtype, trigger, 1)
+        finally:  # the experiments after it call the candidate at this case's sizes again
+            turns.measured(reference_s)
 
     attempt_seed, last = seed, ""
     # an explicit trigger runs without the decoy call unless it asks for one (an experiment that
@@ -75,20 +81,24 @@ def run_case(ctx: WorkerContext, strategy: str, seed: int, dtype: str, override:
             spec = case_inputs.draw(problem, schema, ctx.budget, strategy, attempt_seed, dtype, override)
         row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
         try:
-            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again, decoy)
+            judged = run_spec(ctx, spec, row, repeat, decoy=decoy)
         except ReferenceRejects as rejected:
             if override:
                 return dict(row, outcome=Outcome.SKIPPED, reason=refused(ctx, spec.sizes, rejected))
             attempt_seed = sub_seed(seed, f"retry{attempt + 1}")
             last = refused(ctx, spec.sizes, rejected)
+            continue
+        return _explained(ctx, spec, judged, override, again, decoy)
     for attempt in range(HELD_RETRIES):
         with ctx.phases("draw"):
             spec = case_inputs.held_draw(problem, schema, ctx.budget, strategy, sub_seed(seed, f"held{attempt}"), dtype)
         row.update(dtype=spec.dtype, sizes=json.dumps(spec.sizes), values=spec.values, layout=spec.layout)
         try:
-            return explain.explain(ctx, spec, run_spec(ctx, spec, row, repeat, decoy=decoy), override, again, decoy)
+            judged = run_spec(ctx, spec, row, repeat, decoy=decoy)
         except ReferenceRejects as rejected:
             last = refused(ctx, spec.sizes, rejected)
+            continue
+        return _explained(ctx, spec, judged, override, again, decoy)
     return dict(row, outcome=Outcome.SKIPPED, reason=f"inconclusive: every size drawn was refused by the "
                 f"problem itself, never the kernel (last: {last})"[:500])
 
@@ -97,6 +107,19 @@ def refused(ctx: WorkerContext, sizes: dict, rejected: ReferenceRejects) -> str:
     """Why a case is inconclusive: the problem's own code (its reference, its Model's construction,
     a name it derives from the sizes) refused these sizes before the kernel ran."""
     return f"problem {ctx.loaded.job['problem']['path']} refuses sizes {json.dumps(sizes)}: {rejected}"
+
+
+def _explained(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, again, decoy: bool) -> dict:
+    """The judged row with the cause an experiment confirmed (`explain.explain`); or, where the parent
+    asked for the experiments as a request of their own (`Executor.run_explain`: a death, a timeout or
+    the machine's limit in them then costs the case's verdict nothing, and the parent spends them only
+    within the submission's budget), the row as judged, marked as waiting for them (`EXPLAIN_KEY`)."""
+    later = ctx.later
+    if later.defer and explain.wanted(ctx, row):
+        later.pending = (spec, row, override, again, decoy, ctx.guard.turns.reference_s)
+        return dict(row, **{EXPLAIN_KEY: True})
+    with ctx.phases("explain"):
+        return explain.explain(ctx, spec, row, override, again, decoy)
 
 
 def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
@@ -125,6 +148,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
         checked, _ = ctx.reference.run(problem, inputs64, init, tdtype, wseed, device, placement.truth_device,
                                        record=ref_record)
     placement.measured(inputs64, row["reduction_len"], ctx.reference.seconds)
+    guard.turns.measured(ctx.reference.seconds)  # the candidate's calls at these sizes are limited by it
     ref_ops = set(ref_record.ops)
     with phases("scrub"):
         scrub(checked, inputs64)
@@ -215,7 +239,8 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
         ctx.explainer.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
                                         structural, terms, row["reduction_len"])
         if verdict["outcome"] == Outcome.PASS:
-            verdict = stateful.probe(ctx, ctx.explainer.trace) or verdict
+            with phases("second_call"):
+                verdict = stateful.probe(ctx, ctx.explainer.trace) or verdict
     return dict(row, **verdict)
 
 

@@ -39,6 +39,16 @@ class DecoySchedule:
         return due
 
 
+class ExplainLater:
+    """A failed case's experiments kept for a request of their own (`Case.defer_explain`,
+    `Executor.run_explain`): whether this request defers them, and what they need."""
+
+    def __init__(self) -> None:
+        self.defer = False
+        # (spec, row, override, run_case, the numerics flags its calls changed, the reference's time)
+        self.pending: tuple | None = None
+
+
 class WorkerContext(Protocol):
     """The executor as the case, fixed-check and timing functions see it (`worker/executor.py`)."""
 
@@ -52,3 +62,4 @@ class WorkerContext(Protocol):
     decoys: DecoySchedule
     phases: Phases
     explainer: Explainer
+    later: ExplainLater

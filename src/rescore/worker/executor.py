@@ -16,14 +16,15 @@ import torch
 from rescore.model.outcomes import Outcome
 from rescore.oracle.reference import Reference
 from rescore.runtime import interpreter
-from rescore.worker import case, confine, fixed, loading, timing
-from rescore.worker.context import DecoySchedule
+from rescore.worker import case, confine, explain, fixed, loading, timing
+from rescore.worker.context import DecoySchedule, ExplainLater
 from rescore.worker.exceptions import Verdict
 from rescore.worker.experiments import RACE_REPEATS, Explainer
 from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
 from rescore.worker.placement import TruthPlacement
+from rescore.worker.turns import watch_triton
 from rescore.worker.usage import ExtensionUse, cuda_columns
 
 
@@ -56,14 +57,19 @@ class Executor:
         self.loaded = Loaded()
         self.phases = phases  # where a case's time goes (bench/case_phases.py); by default untimed
         self.guard = Guard(self.loaded, phases)
-        self.reference = Reference()  # the case's float64 reference
+        self.reference = Reference(phases)  # the case's float64 reference
+        self.reference.on_run = self.guard.turns.harness
         self.placement = TruthPlacement(device)  # where the case's float64 truth is computed
         self.decoys = DecoySchedule(device)  # which fuzz cases start with the decoy call
         # the experiments that confirm a failure's cause (`explain.py`); only a GPU can race
         self.explainer = Explainer(enabled=explain, race_repeats=RACE_REPEATS if device == "cuda" else 0)
+        self.later = ExplainLater()  # a failed case's experiments, when the parent asks for them apart
 
     def arm(self, audit: confine.Audit | None = None) -> None:
-        """Take the snapshots the candidate will be checked against (`Guard.arm`)."""
+        """Take the snapshots the candidate will be checked against (`Guard.arm`), Triton's compiles
+        noted as the compiler's turn first (on a GPU: `turns.watch_triton`)."""
+        if self.device == "cuda":
+            watch_triton(self.guard.turns)
         self.guard.arm(audit)
 
     @property
@@ -83,6 +89,7 @@ class Executor:
         self.decoys.reset()
         self.explainer.reset()
         ExtensionUse.reset()
+        self.later.pending = None
         self.placement.for_problem(job["problem"].get("problem_id"))
         self.guard.forget_load_findings()
         self.guard.begin()
@@ -135,9 +142,27 @@ class Executor:
         return self.guard.with_findings(row)
 
     # -- fuzz cases --------------------------------------------------------------------------------
-    def run_case(self, strategy: str, seed: int, dtype: str, override: dict | None = None, repeat: int = 1) -> dict:
-        """Run one fuzz case; returns a row of the `cases` table (without the submission's columns)."""
+    def run_case(self, strategy: str, seed: int, dtype: str, override: dict | None = None, repeat: int = 1,
+                 defer_explain: bool = False) -> dict:
+        """Run one fuzz case; returns a row of the `cases` table (without the submission's columns).
+        `defer_explain`: a failed case's experiments wait for `run_explain`."""
         self.guard.begin()
+        self.later.defer, self.later.pending = defer_explain, None
         calls = ExtensionUse.calls
-        row = case.run_case(self, strategy, seed, dtype, override, repeat)
-        return self.guard.with_findings(cuda_columns(row, self.language, calls))
+        try:
+            row = case.run_case(self, strategy, seed, dtype, override, repeat)
+            return self.guard.with_findings(cuda_columns(row, self.language, calls))
+        finally:
+            self.later.defer = False
+
+    def run_explain(self) -> dict:
+        """The cause the experiments confirm for the last case answered as waiting for them (its
+        `cause` and `cause_evidence`; empty when none does, or no case waits)."""
+        self.guard.begin()
+        pending, self.later.pending = self.later.pending, None
+        if pending is None:
+            return {}
+        spec, row, override, again, decoy, reference_s = pending
+        self.guard.turns.measured(reference_s)  # the candidate's calls at the case's sizes are limited by it
+        explained = explain.explain(self, spec, row, override, again, decoy)
+        return {k: explained[k] for k in ("cause", "cause_evidence") if explained.get(k)}

@@ -67,7 +67,7 @@ def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None
     if ctx.explainer.running:
         return row
     trace, ctx.explainer.trace = ctx.explainer.trace, None
-    if not ctx.explainer.enabled or row.get("cause") or row.get("outcome") not in EXPLAINED:
+    if not wanted(ctx, row):
         return row
     with aside(ctx):
         try:
@@ -76,6 +76,12 @@ def explain(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None
             ctx.guard.restart = True
             found = None
     return dict(row, **found.columns()) if found is not None else row
+
+
+def wanted(ctx: WorkerContext, row: dict) -> bool:
+    """Whether `explain` looks for a cause of this judged row."""
+    return (ctx.explainer.enabled and not ctx.explainer.running and not row.get("cause")
+            and row.get("outcome") in EXPLAINED)
 
 
 def _confirm(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | None, run_case: RunCase,

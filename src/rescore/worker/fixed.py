@@ -9,6 +9,8 @@ import json
 import time
 import types
 
+import torch
+
 from rescore.model.oom import is_oom, requested_bytes
 from rescore.model.outcomes import FixedVerdict, Outcome
 from rescore.oracle.fixed import kernelbench_check
@@ -21,6 +23,7 @@ from rescore.worker.integrity import digest
 from rescore.worker.loading import cannot_run
 from rescore.worker.problem_sizes import input_shapes
 from rescore.worker.protocol import ALONE_KEY, MEMORY_KEY
+from rescore.worker.turns import Turns
 from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
 
 
@@ -56,7 +59,7 @@ def run_fixed(ctx: WorkerContext, profile: str, dtype: str) -> dict:
         get_init_inputs=blaming_reference(loaded.problem.get_init_inputs),
         get_inputs=blaming_reference(loaded.problem.get_inputs),
         Model=blaming_reference(
-            lambda *init, m=loaded.problem.Model: Watched(m(*init), None, ref_ops, last, peak)),
+            lambda *init, m=loaded.problem.Model: Watched(m(*init), None, ref_ops, last, peak, guard.turns)),
     )
     candidate = types.SimpleNamespace(
         ModelNew=lambda *init, _new=loaded.candidate.ModelNew: Watched(
@@ -133,10 +136,11 @@ class Watched:
     that returns the reference's own output tensor (found in memory) is noticed."""
 
     def __init__(self, model, guard: Guard | None, record: OpRecorder, last: list | None = None,
-                 peak: footprint.ReferencePeak | None = None):
+                 peak: footprint.ReferencePeak | None = None, turns: Turns | None = None):
         self._model, self._guard, self._record = model, guard, record
         self._last = last if last is not None else []
         self._peak = peak if peak is not None else contextlib.nullcontext()
+        self._turns = turns  # the reference's: its time at the benchmark's sizes limits the candidate's call
 
     def to(self, *args, **kwargs) -> Watched:
         if self._guard is None:
@@ -147,11 +151,18 @@ class Watched:
 
     def __call__(self, *args, **kwargs):
         if self._guard is None:
+            if self._turns is not None:
+                self._turns.harness()
+            start = time.perf_counter()
             try:
                 with self._record, self._peak:
                     out = self._model(*args, **kwargs)
+                if self._turns is not None and any(o.is_cuda for o in flatten(out) or []):
+                    torch.cuda.synchronize()  # its own time, not the time it took to queue
             except Exception as exc:
                 raise ReferenceFailed(f"{type(exc).__name__}: {exc}"[:300]) from exc
+            if self._turns is not None:
+                self._turns.measured(time.perf_counter() - start)
             self._last[:] = flatten(out) or []
             return out
         guarded = digest(self._last)

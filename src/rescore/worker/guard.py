@@ -24,6 +24,7 @@ from rescore.worker.experiments import NUMERICS_FLAGS
 from rescore.worker.integrity import UNREADABLE, Harness, problem_snapshot
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
+from rescore.worker.turns import Turns, watch_dynamo
 from rescore.worker.usage import Launches, OpRecorder, holds_reference
 
 
@@ -46,6 +47,8 @@ class Guard:
         # for its own calls; `as_published` False runs its calls with the harness's flags instead.
         self.published: dict[str, Any] = {}
         self.as_published = True
+        self.turns = Turns()  # whose turn it is, told to the parent: a candidate's call is limited in time
+        self.dynamo_watched = False  # torch.compile's compiles noted as the compiler's turn (`watch_dynamo`)
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
@@ -61,6 +64,7 @@ class Guard:
 
     def call(self, fn: Callable[..., Any], *args: Any, record: OpRecorder | None = None) -> Any:
         """Run candidate code, then undo and record what it did to the harness and the problem."""
+        self.turns.candidate()
         with self.phases("call"):
             problem = self.loaded.problem
             snap = problem_snapshot(problem) if problem is not None else None
@@ -127,6 +131,8 @@ class Guard:
             candidate, problem = self.loaded.candidate, self.loaded.problem
             if candidate is not None and problem is not None:
                 self.findings |= holds_reference(candidate, problem)
+            if not self.dynamo_watched:
+                self.dynamo_watched = watch_dynamo(self.turns)
 
     @contextlib.contextmanager
     def harness_numerics(self) -> Iterator[None]:

@@ -13,6 +13,7 @@ from rescore.model.outcomes import Outcome
 from rescore.worker import confine, footprint, loading, protocol
 from rescore.worker.exceptions import NeedsRestart, harness_failure
 from rescore.worker.executor import Executor
+from rescore.worker.phases import PhaseTimer
 
 
 def poison_fresh_memory() -> None:
@@ -35,7 +36,8 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
     the candidate writes into the result channel itself is recognised by the parent as forged."""
     os.environ["RESCORE_WORKER"] = "1"
     poison_fresh_memory()
-    executor = Executor(device, budget, explain=explain)
+    timer = PhaseTimer()  # where each request's time goes: sent with its answer (the phase table)
+    executor = Executor(device, budget, phases=timer, explain=explain)
     executor.arm(audit)
     while True:
         try:
@@ -47,36 +49,51 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
             return
         confine.refresh_cpu_limit()
         status = protocol.Status.OK
+        executor.guard.turns.begin(_noting(conn, token))
         try:
-            match protocol.decode(wire):
-                case protocol.Load(job):
-                    footprint.release(device)  # the previous submission's cache is not this one's need
-                    result = loading.settle_load(executor.loaded, executor.load(job))
-                    if footprint.wanted(device) and executor.loaded.problem is not None:
-                        estimate = footprint.estimate_reference(executor.loaded.problem)
-                        result[protocol.MEMORY_KEY] = {"estimate": estimate}
-                case protocol.Fixed(profile, dtype):
-                    result = executor.run_fixed(profile, dtype)
-                case protocol.Case(strategy, seed, dtype, override):
-                    result = executor.run_case(strategy, seed, dtype, override)
-                case protocol.Time(dtype, warmup, repeats, budget_s, host_clock, flush_bytes):
-                    result = executor.run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes)
+            with timer(str(wire[0])):
+                match protocol.decode(wire):
+                    case protocol.Load(job):
+                        footprint.release(device)  # the previous submission's cache is not this one's need
+                        result = loading.settle_load(executor.loaded, executor.load(job))
+                        if footprint.wanted(device) and executor.loaded.problem is not None:
+                            estimate = footprint.estimate_reference(executor.loaded.problem)
+                            result[protocol.MEMORY_KEY] = {"estimate": estimate}
+                    case protocol.Fixed(profile, dtype):
+                        result = executor.run_fixed(profile, dtype)
+                    case protocol.Case(strategy, seed, dtype, override, defer_explain):
+                        result = executor.run_case(strategy, seed, dtype, override, defer_explain=defer_explain)
+                    case protocol.Explain():
+                        result = executor.run_explain()
+                    case protocol.Time(dtype, warmup, repeats, budget_s, host_clock, flush_bytes):
+                        result = executor.run_timing(dtype, warmup, repeats, budget_s, host_clock, flush_bytes)
         except protocol.UnknownMessage as exc:
             result = {"outcome": Outcome.CRASH, "reason": str(exc)}
         except NeedsRestart as exc:
             status, result = protocol.Status.RESTART, {"outcome": Outcome.CRASH, "reason": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
             result = harness_failure(exc, executor.candidate_file)
-        executor.guard.police(None)  # whatever ran last, the answer is sent by an intact harness
+        with timer("police"):  # whatever ran last, the answer is sent by an intact harness
+            executor.guard.police(None)
+        executor.guard.turns.end()
         if executor.guard.restart:
             status = protocol.Status.RESTART
         result = footprint.report(device, protocol.plain(result))
         footprint.hand_back(device, result.get("outcome") == Outcome.OOM)
         result[protocol.RSS_KEY] = _rss()
+        result[protocol.PHASES_KEY] = timer.take()
         conn.send((token, status.value, result) if token is not None else (status.value, result))
         sys.stdout.flush()
         if status == protocol.Status.RESTART:
             return
+
+
+def _noting(conn, token: bytes | None):
+    """What sends a note of whose turn it is (`turns.py`) to the parent, tagged as the request's answer."""
+    if token is None:
+        return None
+    note = protocol.Status.NOTE.value
+    return lambda body: conn.send((token, note, body))
 
 
 def _rss() -> int:

@@ -1,5 +1,7 @@
-"""Where a case's time goes (`bench/case_phases.py`): the executor enters `with phases(name):` around
-each phase of a case. The default does nothing; `PhaseTimer` adds up the seconds per phase.
+"""Where a request's time goes: the executor enters `with phases(name):` around each phase of a case.
+The default does nothing; `PhaseTimer` adds up the seconds per phase (inclusive, for
+`bench/case_phases.py`) and, for the phase table (`results/tables/phases.parquet`), each second once
+under the table phase it belongs to (`CATEGORY`): the worker sends those with every answer.
 
 A timer lives on the executor that uses it, never in module state: the harness restores module
 state after every call into candidate code (`integrity.py`), and would undo a module-level timer.
@@ -9,9 +11,42 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 
 _NULL = contextlib.nullcontext()
+
+# The table phase of each phase a worker times. A request's whole time is in one of `load`, `fixed`,
+# `time` (the timing stage) or `case`; inside a case, time belongs to its innermost phase, except that everything
+# inside an experiment (`explain`, `second_call`: candidate calls, references, comparisons) is the
+# experiments'. Time of a case in no named phase is the worker's own (`worker_other`).
+CATEGORY = {
+    "load": "load",
+    "fixed": "fixed",
+    "time": "timing",
+    "case": "worker_other",
+    "explain": "experiments",
+    "second_call": "experiments",
+    "reference_build": "reference_build",
+    "reference": "reference",
+    "call": "candidate",
+    "rerun": "candidate",
+    "police": "integrity",
+    "judge": "compare",
+    "judge_rerun": "compare",
+    "output_findings": "compare",
+    "kernel_findings": "compare",
+    "draw": "inputs",
+    "make_inputs": "inputs",
+    "inputs_hash": "inputs",
+    "scrub": "inputs",
+    "lowp": "inputs",
+    "candidate_inputs": "inputs",
+    "decoy_values": "inputs",
+    "digest": "inputs",
+    "snapshot": "inputs",
+}
+# Phases that own all time spent inside them, whatever is nested.
+ENCLOSING = frozenset({"load", "fixed", "time", "explain", "second_call"})
+OTHER = "worker_other"
 
 
 class Phases:
@@ -25,16 +60,50 @@ NO_PHASES = Phases()
 
 
 class PhaseTimer(Phases):
-    """Seconds spent in each phase, summed over every time it was entered (nested phases count in
-    both: a `call` inside `rerun` is in each)."""
+    """Seconds spent in each phase: `spent`, summed over every time it was entered (nested phases
+    count in both: a `call` inside `rerun` is in each), and `by_category`, each second counted once
+    under its table phase (`CATEGORY`, `ENCLOSING`)."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
+        self.by_category: dict[str, float] = {}
+        self._stack: list[_Entered] = []
 
-    @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.spent[name] = self.spent.get(name, 0.0) + time.perf_counter() - start
+    def __call__(self, name: str) -> _Entered:
+        return _Entered(self, name)
+
+    def take(self) -> dict[str, float]:
+        """The seconds per table phase since the last take (a request's), and start again."""
+        taken, self.by_category = self.by_category, {}
+        self.spent.clear()
+        return taken
+
+    def _category(self, name: str) -> str:
+        for entered in self._stack:  # outermost first
+            if entered.name in ENCLOSING:
+                return CATEGORY[entered.name]
+        return CATEGORY.get(name, OTHER)
+
+
+class _Entered:
+    """One phase entered: its time goes to `spent` (inclusive) and, less its nested phases', to its
+    table phase."""
+
+    __slots__ = ("timer", "name", "start", "nested")
+
+    def __init__(self, timer: PhaseTimer, name: str):
+        self.timer, self.name, self.nested = timer, name, 0.0
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+        self.timer._stack.append(self)
+
+    def __exit__(self, *exc: object) -> None:
+        timer = self.timer
+        total = time.perf_counter() - self.start
+        category = timer._category(self.name)
+        timer._stack.pop()
+        if timer._stack:
+            timer._stack[-1].nested += total
+        timer.spent[self.name] = timer.spent.get(self.name, 0.0) + total
+        timer.by_category[category] = timer.by_category.get(category, 0.0) + total - self.nested

@@ -6,13 +6,16 @@ The only worker module the parent imports (the `worker` contract of `.importlint
 
     Load(job)                   -> ("load", job)
     Fixed(profile, dtype)       -> ("fixed", profile, dtype)
-    Case(strategy, seed, ...)   -> ("case", {"strategy", "seed", "dtype", "override"})
+    Case(strategy, seed, ...)   -> ("case", {"strategy", "seed", "dtype", "override", "defer_explain"})
+    Explain()                   -> ("explain",)
     Time(dtype, warmup, ...)    -> ("time", {"dtype", "warmup", "repeats", "budget_s", "host_clock", "flush_bytes"})
     Stop()                      -> ("stop",)
 
 A request travels as (token, wire); its answer as (token, status, row), `status` a `Status` value
-and `row` a plain dict holding the worker's resident memory under RSS_KEY (and, on a shared device,
-its memory under MEMORY_KEY; a request to run again alone under ALONE_KEY).
+and `row` a plain dict holding the worker's resident memory under RSS_KEY and where the request's time
+went under PHASES_KEY (and, on a shared device, its memory under MEMORY_KEY; a request to run again
+alone under ALONE_KEY); before it, any number of (token, "note", {"by", "reference_s"}): whose turn it
+is (`turns.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class Kind(str, Enum):
     LOAD = "load"
     FIXED = "fixed"
     CASE = "case"
+    EXPLAIN = "explain"
     TIME = "time"
     STOP = "stop"
 
@@ -56,6 +60,13 @@ class Case:
     seed: int
     dtype: str
     override: dict | None = None
+    # True: a failed case answers as judged, marked EXPLAIN_KEY, and its experiments wait for `Explain`
+    defer_explain: bool = False
+
+
+@dataclass(frozen=True)
+class Explain:
+    """The experiments of the last case answered with EXPLAIN_KEY (`Case.defer_explain`): its cause."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ class Stop:
     """End the worker."""
 
 
-Request = Load | Fixed | Case | Time | Stop
+Request = Load | Fixed | Case | Explain | Time | Stop
 
 
 class Status(str, Enum):
@@ -83,6 +94,7 @@ class Status(str, Enum):
 
     OK = "ok"
     RESTART = "restart"
+    NOTE = "note"  # not an answer: whose turn it is now (`turns.py`), sent before the answer
 
 
 RSS_KEY = "_rss"  # the worker's resident memory in bytes, in every answer (taken out by the parent)
@@ -93,6 +105,8 @@ MEMORY_KEY = "_memory"
 # reference failing at its own sizes): {"by": who ran out, "bytes": asked or None, "reference_ran":
 # the reference ran at the same sizes first}. Taken out by the parent (`sharing.alone_result`).
 ALONE_KEY = "_alone"
+PHASES_KEY = "_phases"  # seconds per phase of the request (`phases.PhaseTimer.take`), taken out likewise
+EXPLAIN_KEY = "_explain"  # in a case's row: its experiments wait for an `Explain` request (taken out by the runner)
 
 
 class UnknownMessage(ValueError):
@@ -106,7 +120,12 @@ def encode(msg: Request) -> tuple:
     if isinstance(msg, Fixed):
         return (Kind.FIXED.value, msg.profile, msg.dtype)
     if isinstance(msg, Case):
-        return (Kind.CASE.value, _plain(asdict(msg)))
+        fields = _plain(asdict(msg))
+        if not msg.defer_explain:  # the tuple a case always was
+            del fields["defer_explain"]
+        return (Kind.CASE.value, fields)
+    if isinstance(msg, Explain):
+        return (Kind.EXPLAIN.value,)
     if isinstance(msg, Time):
         return (Kind.TIME.value, asdict(msg))
     if isinstance(msg, Stop):
@@ -123,6 +142,8 @@ def decode(wire: tuple) -> Request:
         return Fixed(*wire[1:])
     if kind == Kind.CASE:
         return Case(**wire[1])
+    if kind == Kind.EXPLAIN:
+        return Explain()
     if kind == Kind.TIME:
         return Time(**wire[1])
     if kind == Kind.STOP:

@@ -1,0 +1,78 @@
+"""Where a submission's time goes: the worker's phases, each second counted once under its table
+phase; the parent's rows adding up to a submission's elapsed time; the table a check shard writes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pandas as pd
+from conftest import toy_submission
+
+from rescore.engine.phase_log import PARENT, PhaseLog
+from rescore.model.records import submission_to_dict
+from rescore.worker.phases import PhaseTimer
+
+
+def test_each_second_counts_once_under_its_table_phase():
+    timer = PhaseTimer()
+    with timer("case"):
+        with timer("reference"):
+            with timer("reference_build"):
+                time.sleep(0.02)
+            time.sleep(0.01)
+        with timer("call"):
+            with timer("police"):
+                time.sleep(0.01)
+        with timer("explain"):  # everything inside an experiment is the experiments'
+            with timer("call"):
+                with timer("police"):
+                    time.sleep(0.01)
+    spent = dict(timer.spent)
+    taken = timer.take()
+    assert set(taken) == {"worker_other", "reference", "reference_build", "candidate", "integrity", "experiments"}
+    assert abs(sum(taken.values()) - spent["case"]) < 1e-6  # nothing counted twice, nothing lost
+    assert taken["reference_build"] >= 0.02 and 0.01 <= taken["reference"] < spent["reference"]
+    assert taken["experiments"] >= 0.01 and taken["integrity"] < spent["police"]  # the experiment's police is its own
+    assert timer.take() == {} and timer.spent == {}
+
+
+def test_a_submissions_phases_add_up_to_its_elapsed_time():
+    spent = PhaseLog()
+    spent.add("candidate", 2.0)
+    spent.add_all({"reference": 1.0, "compare": 0.5, "forged": "not a number"})
+    spent.add("candidate", 1.0)
+    rows = spent.rows(elapsed_s=5.0, case_s=3.2, name="k")
+    by = {r["phase"]: r for r in rows}
+    assert set(by) == {"candidate", "reference", "compare", PARENT}
+    assert by["candidate"]["seconds"] == 3.0 and by["candidate"]["calls"] == 2 and by[PARENT]["seconds"] == 0.5
+    assert sum(r["seconds"] for r in rows) == 5.0 and all(r["elapsed_s"] == 5.0 and r["case_s"] == 3.2 for r in rows)
+
+
+def test_a_check_shard_writes_where_each_submissions_time_went(tmp_path):
+    from rescore.model.tables import read_parquet
+    from rescore.stages import run_shard
+
+    subs = [toy_submission("problem_scale.py", name, dtypes=("float32",)) for name in ("torch_correct.py",
+                                                                                         "scale_tail_bug.py")]
+    manifest = tmp_path / "ingest" / "toy" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps([submission_to_dict(s) for s in subs]))
+    config = {"device": "cpu", "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"},
+              "fuzz": {"dtypes": ["float32"], "strategies": {"default": 3}}, "budget": {"cpu": 4096},
+              "timeout_s": 60}
+    out = {k: str(tmp_path / f"{k}.parquet") for k in ("cases", "shrunk", "phases", "builds")}
+    run_shard(str(manifest), 0, 1, config, out["cases"], out["shrunk"], str(tmp_path / "logs"),
+              out_phases=out["phases"], out_builds=out["builds"])
+    phases = read_parquet(out["phases"], "phases")
+    cases = pd.read_parquet(out["cases"])
+    assert set(phases["name"]) == {s.name for s in subs} and (phases["dump"] == "toy").all()
+    for name, rows in phases.groupby("name"):
+        assert abs(rows["seconds"].sum() - rows["elapsed_s"].iloc[0]) < 1e-3  # the phases add up
+        own = cases.loc[cases["name"] == name, "wall_ms"].sum() / 1e3
+        assert abs(rows["case_s"].iloc[0] - own) < 1e-3
+        assert {"load", "fixed", "reference", "candidate", "compare", "inputs"} <= set(rows["phase"])
+    first = phases[phases["name"] == "torch_correct"]
+    assert "worker_start" in set(first["phase"])  # the shard's worker started for its first submission
+    assert "shrink" in set(phases.loc[phases["name"] == "scale_tail_bug", "phase"])  # flagged: shrunk
+    assert (phases["limit_use"] > 0).all() and (phases["limit_use"] < 1).all()
