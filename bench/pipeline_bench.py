@@ -158,7 +158,7 @@ def stage_times(log: str) -> dict:
                    shard_seconds=sum((ends[j] - starts[j]).total_seconds() for j in checks),
                    slowest_shard_s=max((ends[j] - starts[j]).total_seconds() for j in checks),
                    before_checks_s=(begin - first).total_seconds(), after_checks_s=(last - end).total_seconds())
-    for name in ("static_study", "cuda_prebuild", "degenerate_problems"):
+    for name in ("static_study", "degenerate_problems"):
         jobs = [j for j in done if rules[j] == name]
         if jobs:
             out[f"{name}_s"] = sum((ends[j] - starts[j]).total_seconds() for j in jobs)
@@ -260,7 +260,7 @@ def main() -> None:
     p = sub.add_parser("pipeline", parents=[common])
     p.add_argument("--cores", type=int, default=8)
     p.add_argument("--profile", default="")
-    p.add_argument("--snakemake-args", default="", help='more snakemake options, e.g. "--set-threads cuda_prebuild=16"')
+    p.add_argument("--snakemake-args", default="", help='more snakemake options, e.g. "--set-threads check_shard=2"')
     f = sub.add_parser("fresh", parents=[common])
     f.add_argument("--runs", type=int, default=2)
     f.add_argument("--cores", type=int, default=8, help="make all CORES=N (the README's command: 8)")

@@ -3,7 +3,7 @@
 set -u
 PY=${PYTHON:-python3}
 log() { echo "$(date -u +%T) $*" >> "$WORK/driver.log"; }
-pipe() {  # step name, then snakemake targets and options (--set-threads, a list, goes last)
+pipe() {  # step name, then snakemake targets and options
   local name=$1; shift
   local d=$WORK/$name t rc
   mkdir -p "$d"; [ -d "$d/config" ] || cp -r "$REPO/config" "$d/config"
@@ -18,7 +18,7 @@ pipe() {  # step name, then snakemake targets and options (--set-threads, a list
   [ -n "$prev" ] && [ ! -d "$d/.rescore-cache" ] && cp -r "$prev" "$d/.rescore-cache"
   log "$name start"; t=$(date +%s)
   (cd "$d" && "$PY" -m snakemake -s "$REPO/Snakefile" -d "$d" --cores "${CORES:-16}" --keep-going --rerun-incomplete \
-     ${DRY:+-n} "$@" --set-threads cuda_prebuild=12 \
+     ${DRY:+-n} "$@" \
      > "$d/snakemake.out" 2>&1)
   rc=$?
   log "$name end rc=$rc wall=$(( $(date +%s) - t )) s triton_cache=$(ls ~/.triton/cache 2>/dev/null | wc -l)"
@@ -59,6 +59,12 @@ step() {  # one step, then its .done mark
       timeout "${FIXTURES_TIMEOUT:-900}" "$PY" "$REPO/scripts/gpu/wild_exploits.py" --sanitize ${FIXTURE_TOOLS:-memcheck racecheck} \
         --log-dir "$WORK/fixtures/logs" > "$WORK/fixtures/wild_exploits.md" 2> "$WORK/fixtures/wild_exploits.err"
       log "fixtures end rc=$? wall=$(( $(date +%s) - t )) s" ;;
+    loop)  # `rescore check` on a kernel that never returns: flagged in both oracles, and how long it took
+      mkdir -p "$WORK/loop"; log "loop start"; local t=$(date +%s)
+      timeout 300 "$PY" -m rescore.cli check "$REPO/tests/fixtures/toy/problem_scale.py" \
+        "$REPO/tests/fixtures/hacks/infinite_loop.py" --device cuda --json "$WORK/loop/check.json" \
+        > "$WORK/loop/check.out" 2>&1
+      log "loop end rc=$? wall=$(( $(date +%s) - t )) s" ;;
     wait) log "waiting for the steps beside"; wait; log "waited" ;;
     *) log "unknown step $1" ;;
   esac

@@ -16,6 +16,7 @@
 #   ext       `snakemake all --config shards=48` on it in WORK/ext: empty caches (cold);
 #   extwarm   the same in WORK/extwarm: the Triton and CUDA caches warm, the checkout's .rescore-cache
 #             from ext, an empty results folder (warm);
+#   loop      `rescore check` on tests/fixtures/hacks/infinite_loop.py (flagged in both oracles, its wall time);
 #   fixtures  scripts/gpu/wild_exploits.py --sanitize memcheck racecheck.
 # A later call finds them running and watches. Each step is packed as it ends; every call returns
 # in $OUT status.tgz (driver.log: each step's start, end, exit code and wall seconds; watch.txt;
@@ -27,7 +28,7 @@ set -u
 GPUEMU=${1:?usage: scripts/gpu/measure_external.sh GPUEMU_DATA CUDAL1_JSON [WATCH_S]}
 CUDAL1=${2:?usage: scripts/gpu/measure_external.sh GPUEMU_DATA CUDAL1_JSON [WATCH_S]}
 WATCH=${3:-540}
-export WORK=${WORK:-/tmp/rescore-measure} STEPS=${STEPS:-ext extwarm fixtures} PYTHON=${PYTHON:-python3}
+export WORK=${WORK:-/tmp/rescore-measure} STEPS=${STEPS:-ext extwarm loop fixtures} PYTHON=${PYTHON:-python3}
 export EXT_CONFIG=$WORK/external.yaml
 mkdir -p "$WORK"
 if [ ! -f "$EXT_CONFIG" ]; then
