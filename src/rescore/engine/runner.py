@@ -63,9 +63,10 @@ def at_benchmark_sizes(case: dict) -> bool:
 
 
 class Experiments:
-    """A failed case's experiments (the cause they confirm: `worker/explain.py`), asked for as a
-    request of their own once the case has its verdict: a death, a timeout or the machine's limit
-    in them costs the case nothing. They are spent within the submission's budget, and while they
+    """A failed case's experiments (the cause they confirm: `worker/explain.py`), and a passing
+    case's probe of later calls (`worker/stateful.py`: the verdict columns when it flags the case),
+    asked for as a request of their own once the case has its verdict: a death, a timeout or the
+    machine's limit in them costs the case nothing. They are spent within the submission's budget, and while they
     have taken no more than `floor_s` plus `share` x its cases' own time so far (an experiment at
     the benchmark's sizes costs seconds on a GPU, and a minute of float64 on a CPU, once per
     strategy). After one that does not answer, or past that allowance, the submission's later
@@ -96,6 +97,8 @@ class Experiments:
             return row
         finally:
             self.spent += time.monotonic() - start
+        if "outcome" in found:  # a passing case's probe of later calls flagged it: its verdict columns
+            return dict(row, **found)
         return dict(row, **{k: found[k] for k in CAUSE_COLUMNS if found.get(k)})
 
 

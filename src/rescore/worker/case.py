@@ -113,10 +113,13 @@ def _explained(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | N
     """The judged row with the cause an experiment confirmed (`explain.explain`); or, where the parent
     asked for the experiments as a request of their own (`Executor.run_explain`: a death, a timeout or
     the machine's limit in them then costs the case's verdict nothing, and the parent spends them only
-    within the submission's budget), the row as judged, marked as waiting for them (`EXPLAIN_KEY`)."""
+    within the submission's budget), the row as judged, marked as waiting for them (`EXPLAIN_KEY`).
+    A passing case's probe of later calls (`stateful.py`) is deferred the same way, in `run_spec`."""
     later = ctx.later
+    if row.get(EXPLAIN_KEY):  # a passing case whose later calls are probed apart (`run_spec`)
+        return row
     if later.defer and explain.wanted(ctx, row):
-        later.pending = (spec, row, override, again, decoy, ctx.guard.turns.reference_s)
+        later.pending = ("explain", spec, row, override, again, decoy, ctx.guard.turns.reference_s)
         return dict(row, **{EXPLAIN_KEY: True})
     with ctx.phases("explain"):
         return explain.explain(ctx, spec, row, override, again, decoy)
@@ -238,7 +241,10 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     if ctx.explainer.enabled:  # what the experiments need; `explain.explain` lets it go
         ctx.explainer.trace = CaseTrace(spec, model, out, lowp_inputs, decoy, init, tdtype, wseed, truths, lowps,
                                         structural, terms, row["reduction_len"])
-        if verdict["outcome"] == Outcome.PASS:
+        if verdict["outcome"] == Outcome.PASS and stateful.due(ctx, ctx.explainer.trace):
+            if ctx.later.defer:  # asked for apart, as a failed case's experiments are (`_explained`)
+                ctx.later.pending = ("probe", ctx.explainer.trace, ctx.guard.turns.reference_s)
+                return dict(row, **verdict, **{EXPLAIN_KEY: True})
             with phases("second_call"):
                 verdict = stateful.probe(ctx, ctx.explainer.trace) or verdict
     return dict(row, **verdict)

@@ -40,12 +40,14 @@ class DecoySchedule:
 
 
 class ExplainLater:
-    """A failed case's experiments kept for a request of their own (`Case.defer_explain`,
-    `Executor.run_explain`): whether this request defers them, and what they need."""
+    """A failed case's experiments, or a passing case's probe of later calls, kept for a request of
+    their own (`Case.defer_explain`, `Executor.run_explain`): whether this request defers them, and
+    what they need."""
 
     def __init__(self) -> None:
         self.defer = False
-        # (spec, row, override, run_case, the numerics flags its calls changed, the reference's time)
+        # ("explain", spec, row, override, run_case, decoy, the reference's time), or
+        # ("probe", the case's trace, the reference's time)
         self.pending: tuple | None = None
 
 

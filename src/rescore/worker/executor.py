@@ -16,7 +16,7 @@ import torch
 from rescore.model.outcomes import Outcome
 from rescore.oracle.reference import Reference
 from rescore.runtime import interpreter
-from rescore.worker import case, confine, explain, fixed, loading, timing
+from rescore.worker import case, confine, explain, fixed, loading, stateful, timing
 from rescore.worker.context import DecoySchedule, ExplainLater
 from rescore.worker.exceptions import Verdict
 from rescore.worker.experiments import RACE_REPEATS, Explainer
@@ -156,13 +156,19 @@ class Executor:
             self.later.defer = False
 
     def run_explain(self) -> dict:
-        """The cause the experiments confirm for the last case answered as waiting for them (its
-        `cause` and `cause_evidence`; empty when none does, or no case waits)."""
+        """What the experiments deferred by the last case find: for a failed case, the cause they
+        confirm (`cause`, `cause_evidence`); for a passing case due its probe of later calls, the
+        verdict columns that flag it (`stateful.probe`). Empty when they find nothing, or nothing waits."""
         self.guard.begin()
         pending, self.later.pending = self.later.pending, None
         if pending is None:
             return {}
-        spec, row, override, again, decoy, reference_s = pending
+        if pending[0] == "probe":
+            _, trace, reference_s = pending
+            self.guard.turns.measured(reference_s)
+            with self.phases("second_call"):
+                return stateful.probe(self, trace) or {}
+        _, spec, row, override, again, decoy, reference_s = pending
         self.guard.turns.measured(reference_s)  # the candidate's calls at the case's sizes are limited by it
         explained = explain.explain(self, spec, row, override, again, decoy)
         return {k: explained[k] for k in ("cause", "cause_evidence") if explained.get(k)}

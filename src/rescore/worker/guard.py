@@ -99,14 +99,16 @@ class Guard:
         model.forward = watched
         return model, forward
 
-    def police(self, snap) -> None:
-        """Restore and record what the last call changed (`snap`: the problem's snapshot, or None)."""
+    def police(self, snap, after_call: bool = True) -> None:
+        """Restore and record what the last call changed (`snap`: the problem's snapshot, or None).
+        `after_call` False: no call into candidate code just ended (the request loop's check before
+        it answers), so the flags as found are not the submission's and `published` stays."""
         with self.phases("police"):
             if self.harness is not None:
                 now = self.harness.current(NUMERICS_FLAGS)
                 changed = self.harness.restore()
                 flags = [c for c in changed if c in NUMERICS_FLAGS]
-                if self.as_published:  # the flags as the call left them are the submission's from now on
+                if self.as_published and after_call:  # the flags as the call left them are the submission's
                     self.published = {name: now[name] for name in flags if now[name] != UNREADABLE}
                 if flags:
                     self.found("sets_numerics", "sets " + ", ".join(f"{n}={now[n]}" for n in flags)

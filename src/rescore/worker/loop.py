@@ -74,7 +74,7 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
         except BaseException as exc:  # noqa: BLE001 - everything is reported, the loop goes on
             result = harness_failure(exc, executor.candidate_file)
         with timer("police"):  # whatever ran last, the answer is sent by an intact harness
-            executor.guard.police(None)
+            executor.guard.police(None, after_call=False)
         executor.guard.turns.end()
         if executor.guard.restart:
             status = protocol.Status.RESTART

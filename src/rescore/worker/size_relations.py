@@ -12,6 +12,7 @@ its cases fall back on drawing again when the reference refuses (worker/case.py)
 from __future__ import annotations
 
 import math
+import time
 import types
 from collections.abc import Callable
 
@@ -20,8 +21,11 @@ import torch
 from rescore.model.schema import Dim, Relation
 from rescore.worker.problem_sizes import bound_sizes
 
-# At most this many runs of the reference on the meta device at load (a probe each).
+# At most this many runs of the reference on the meta device at load (a probe each), and at most
+# this many seconds of them: a reference whose Python is slow even without computing (loops over a
+# size) leaves the later relations unfound rather than holding the load.
 MAX_PROBES = 96
+MAX_PROBE_S = 20.0
 
 
 def accepts(module: types.ModuleType, sizes: dict[str, int]) -> bool:
@@ -84,6 +88,7 @@ def infer_relations(module: types.ModuleType, dims: tuple[Dim, ...]) -> tuple[Re
         return ()
     needed: list[Relation] = []
     probes = 0
+    began = time.monotonic()
 
     def refused(sizes: dict[str, int]) -> bool:
         nonlocal probes
@@ -97,7 +102,7 @@ def infer_relations(module: types.ModuleType, dims: tuple[Dim, ...]) -> tuple[Re
         b, vb, step = target.name, target.default, 1
         for relation in candidates(dims, target):
             va = base[relation.a]
-            if probes + 4 > MAX_PROBES:
+            if probes + 4 > MAX_PROBES or time.monotonic() - began > MAX_PROBE_S:
                 return tuple(needed)
             if relation.kind == "divides" and step % va == 0:
                 continue  # implied by the divisors already needed

@@ -48,14 +48,18 @@ def build_model(ctx: WorkerContext, init: list, tdtype: torch.dtype, wseed: int)
     return model
 
 
+def due(ctx: WorkerContext, trace: CaseTrace) -> bool:
+    """Whether this passing case is the one its dtype's probe runs on (the first of a load)."""
+    return (ctx.explainer.enabled and not ctx.explainer.running
+            and ("stateful", trace.spec.dtype) not in ctx.explainer.answers)
+
+
 def probe(ctx: WorkerContext, trace: CaseTrace) -> dict | None:
     """The verdict columns that flag a passing case whose model's later calls give a held output
     away or answer for an earlier call (see the module's docstring); None when they do not."""
-    key = ("stateful", trace.spec.dtype)
-    answers = ctx.explainer.answers
-    if not ctx.explainer.enabled or ctx.explainer.running or key in answers:
+    if not due(ctx, trace):
         return None
-    answers[key] = None
+    ctx.explainer.answers[("stateful", trace.spec.dtype)] = None
     with aside(ctx):
         try:
             for shaped, where, case in _shapes(ctx, trace):
