@@ -121,9 +121,10 @@ def test_a_dry_run_goes_through_every_step_and_packs_them(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     log = (tmp_path / "work" / "driver.log").read_text()
-    assert "ext end rc=0" in log and "extwarm end rc=0" in log and "fixtures end rc=2" in log  # no CUDA here
+    assert "ext end rc=0" in log and "extwarm end rc=0" in log  # no CUDA here: the loop check and the
+    assert "loop end rc=2" in log and "fixtures end rc=2" in log  # fixtures stop at once, with their reason
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ext.tgz", "extwarm.tgz", "fixtures.tgz",
-                                                                     "status.tgz"]
+                                                                     "loop.tgz", "status.tgz"]
     with tarfile.open(tmp_path / "out" / "ext.tgz") as tar:
         text = tar.extractfile("ext/snakemake.out").read().decode()
     assert "sanitizer" in text and "This was a dry-run" in text

@@ -404,7 +404,7 @@ def gpu_entries(tmp_path_factory):
         (data / name / "kernel.py").write_text(text)
         (data / name / "meta.json").write_text(json.dumps({**meta, "name": name, "kernel": f"{name}/kernel.py"}))
     spec = {"format": "gpuemu", "path": str(root), "labels": {"_buggy$": "buggy", ".*": "correct"},
-            "controls": {"^(.+)_buggy$": "\\1"}}
+            "controls": {"softmax_llm_buggy": "softmax", "^(.+)_buggy$": "\\1"}}
     entries = {s.name: as_entry(s) for s in read_dump("emu", spec) if s.language == "triton"}
     gpu = entries["bias_add_triton"]
     unmarked = root / "unmarked.py"
