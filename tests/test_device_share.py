@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -91,6 +92,32 @@ def test_entries_of_processes_that_are_gone_are_dropped(tmp_path):
     assert "dead-shard" not in ledger.entries()
 
 
+def test_a_killed_holder_left_a_zombie_holds_nothing(tmp_path):
+    """A worker killed after its shard was gone stays a zombie where nothing reaps it (so on the H100,
+    2026-12-05): its pid and start time remain, but it holds no memory. Its 55 GB entry, kept as
+    alive, held every later worker of the machine up."""
+    zombie = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child never became a zombie"
+        time.sleep(0.05)
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    ledger._edit(lambda state: state["entries"].update(
+        {"zombie": {"pid": zombie.pid, "start": None, "held": 90, "want": None, "order": 0}}))
+    assert "zombie" not in ledger.entries()
+    zombie.wait()
+
+
+def test_a_reservation_waits_at_most_its_limit_then_goes_ahead(tmp_path):
+    """The ledger spaces out what its estimates say will not fit; past its limit a request goes ahead
+    (one that then runs out of memory is retried alone), so no estimate holds the run up."""
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    ledger.reserve("big", 90, 100)
+    waited = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.3).reserve("late", 50, 100)
+    assert 0.3 <= waited < 3
+    assert ledger.entries()["late"]["held"] == 50
+
+
 def test_a_request_larger_than_the_device_runs_when_nothing_else_is_held(tmp_path):
     ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
     assert ledger.reserve("huge", 500, 100) < 0.5
@@ -104,9 +131,9 @@ def test_the_reservation_follows_the_reference_peak_then_what_the_worker_held(tm
     share.observe({"estimate": 1 << 30, "total": 80 << 30})  # the load: the traced peak, the device's size
     assert share.capacity == int(USABLE * (80 << 30))
     assert share.needed() == CONTEXT_BYTES + FACTOR * (1 << 30)
-    share.observe({"reference_peak": 2 << 30, "reserved": 1 << 30})  # the fixed check measured more
+    share.observe({"reference_peak": 2 << 30, "peak": 1 << 30})  # the fixed check measured more
     assert share.needed() == CONTEXT_BYTES + FACTOR * (2 << 30)
-    share.observe({"estimate": 5 << 30, "reserved": 9 << 30})  # a re-load's trace no longer counts
+    share.observe({"estimate": 5 << 30, "peak": 9 << 30})  # a re-load's trace no longer counts
     assert share.needed() == CONTEXT_BYTES + (9 << 30)  # what the allocator held, when that is more
     share.reserve()
     assert Ledger(tmp_path, "gpu-3").entries()[share.owner]["held"] == share.needed()

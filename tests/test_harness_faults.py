@@ -159,6 +159,17 @@ def test_caches_libraries_write_land_in_the_worker_and_are_no_finding(worker):
     assert not any(r.get("findings") for r in rows), [r.get("findings") for r in rows]
 
 
+def test_the_triton_cache_folder_exists_before_a_worker_starts(tmp_path, monkeypatch):
+    """Triton makes its cache folder, parents included, at its first compile; on a fresh machine
+    (no ~/.triton yet) that was a refused `os.mkdir('/root/.triton')` in every Triton kernel's case
+    (the gpuemu corpus on the H100, 2026-12-05). The parent makes it before a worker starts."""
+    cache = tmp_path / "home" / ".triton" / "cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    env = worker_env(str(tmp_path / "scratch"), None, {})
+    assert cache.is_dir() and env["TRITON_CACHE_DIR"] == str(cache)
+    assert str(cache) in env["RESCORE_WRITABLE"].split(":")
+
+
 def test_the_cuda_build_root_exists_before_a_worker_starts(tmp_path, monkeypatch):
     """torch's build of a submission's extension inside a worker makes its folder under the root with
     os.makedirs; the audit hook allows that folder only, so a root that did not exist yet was a

@@ -3,8 +3,8 @@ request, and the memory it reserves for the submission it runs.
 
 What a submission needs is estimated from the worker's own answers (`protocol.MEMORY_KEY`): at load,
 the reference's peak at the benchmark's sizes traced on the meta device (`worker/footprint.py`); after
-the fixed check, the peak it measured around the reference there; after every request, the memory
-the worker's allocator holds. The reservation is
+the fixed check, the peak it measured around the reference there; after every request, the most its
+tensors took during it (not what its allocator caches). The reservation is
 
     CONTEXT_BYTES + max(FACTOR x the reference's peak, what the worker was seen to hold)
 
@@ -92,7 +92,7 @@ class DeviceShare:
             self.reference_bytes, self.measured = int(memory["reference_peak"]), True  # measured beats traced
         elif memory.get("estimate") and not self.measured:
             self.reference_bytes = max(self.reference_bytes, int(memory["estimate"]))
-        self.seen_bytes = max(self.seen_bytes, int(memory.get("reserved") or 0))
+        self.seen_bytes = max(self.seen_bytes, int(memory.get("peak") or 0))
 
     def reserve(self) -> None:
         """Hold what the submission needs before its next request, waiting while the device is full."""

@@ -6,7 +6,7 @@ source or under ~/.cache, torch's extensions under ~/.cache/torch_extensions): e
 the worker's own scratch folder (HOME, XDG_CACHE_HOME, CUPY_CACHE_DIR, NUMBA_CACHE_DIR,
 TORCH_EXTENSIONS_DIR), so writing there is no escape and no one else's cache is touched. Triton's
 cache and the prebuilt CUDA libraries (RESCORE_CUDA_CACHE, created here before a worker starts) stay
-shared: the pipeline builds them once for every worker (`cuda_prebuild`, `tests/test_prebuilt.py`).
+shared: the check shards build them once for every worker (`engine/cuda_build.py`, `tests/test_prebuilt.py`).
 """
 
 from __future__ import annotations
@@ -76,12 +76,17 @@ def cache_env(scratch: str) -> dict[str, str]:
 def shared_caches() -> dict[str, str]:
     """The caches every worker shares, from the parent's environment and home: Triton's kernels, the
     driver's JIT cache (written by the driver itself, beyond the audit hook), the prebuilt CUDA
-    libraries (whose root is made here, so that torch's build inside a worker finds its parent)."""
+    libraries (Triton's and the libraries' folders are made here: the worker may write inside them,
+    not create their parents)."""
     home = Path.home()
     cuda = cuda_cache_root()
     cuda.mkdir(parents=True, exist_ok=True)
+    # Triton makes its cache folder, parents included, at its first compile: on a fresh machine
+    # (~/.triton absent) the worker would mkdir ~/.triton, outside what it may write; made here.
+    triton = Path(os.environ.get("TRITON_CACHE_DIR") or triton_cache_default())
+    triton.mkdir(parents=True, exist_ok=True)
     return {
-        "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR") or str(triton_cache_default()),
+        "TRITON_CACHE_DIR": str(triton),
         "CUDA_CACHE_PATH": os.environ.get("CUDA_CACHE_PATH") or str(home / ".nv" / "ComputeCache"),
         "RESCORE_CUDA_CACHE": str(cuda),
     }

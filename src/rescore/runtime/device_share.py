@@ -128,8 +128,12 @@ def retry_waiting(path: str | None = None) -> bool:
     return False
 
 
+MAX_WAIT_S = 60.0
+MAX_WAIT_ENV = "RESCORE_LEDGER_MAX_WAIT_S"
+
 def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat), None when it is gone:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat), None when it is gone or
+    a zombie (killed, its parent gone before reaping it: it holds no memory, though its pid stays):
     a pid the system reused for another process does not keep a dead holder's entry alive."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -141,7 +145,8 @@ def _start_time(pid: int) -> str | None:
         except PermissionError:
             return ""
         return ""  # no /proc: alive, start unknown
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 def holder_id() -> dict:
@@ -157,11 +162,17 @@ def _alive(entry: dict) -> bool:
 class Ledger:
     """The bytes each holder expects to use on one device, and who waits for what."""
 
-    def __init__(self, folder: Path, key: str, poll_s: float = 0.25, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, folder: Path, key: str, poll_s: float = 0.25, sleep: Callable[[float], None] = time.sleep,
+                 max_wait_s: float | None = None):
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{key}.ledger.json"
         self.fd = _open(self.path)
         self.poll_s, self.sleep = poll_s, sleep
+        # The longest a reservation waits: past it the request goes ahead all the same. The ledger only
+        # spaces out what its estimates say will not fit; a request that then runs out of memory is
+        # retried with the device to itself (sandbox.request_with_retry), so no verdict rests on an
+        # estimate, and one large or overestimated submission never holds every other worker up.
+        self.max_wait_s = float(os.environ.get(MAX_WAIT_ENV, MAX_WAIT_S)) if max_wait_s is None else max_wait_s
 
     def _edit(self, change: Callable[[dict], object]) -> object:
         """Apply `change` to the ledger (live entries only) under its lock, write it back, return its result."""
@@ -213,6 +224,9 @@ class Ledger:
             return False
 
         while not self._edit(attempt):
+            if time.monotonic() - began >= self.max_wait_s:
+                self._edit(lambda state: state["entries"].get(owner, {}).update(held=nbytes, want=None))
+                break
             self.sleep(self.poll_s)
         return time.monotonic() - began
 

@@ -106,7 +106,10 @@ def report(device: str, result: dict) -> dict:
     memory = dict(result.get(MEMORY_KEY) or {})
     if device == "cuda":
         try:
-            memory["reserved"] = int(torch.cuda.memory_reserved())
+            # the most its tensors took since the last report, not the allocator's cache of freed
+            # blocks (which it keeps, and which made one worker's reservation 55 GB on an H100)
+            memory["peak"] = int(torch.cuda.max_memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
             memory["total"] = int(torch.cuda.get_device_properties(0).total_memory)
         except Exception:  # noqa: BLE001 - a context lost to this request: the worker restarts anyway
             pass
