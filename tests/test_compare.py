@@ -253,3 +253,33 @@ def test_the_verdict_records_whether_the_output_held_a_nan_or_inf():
     integer = judge.judge(torch.arange(4), [torch.arange(4)], None, [], [], torch.float32, "float32", 1,
                           device="cpu", overrides=None)
     assert integer["output_nonfinite"] is False
+
+
+def test_an_output_finite_everywhere_is_judged_as_its_finite_part_of_a_masked_one():
+    """Where output and truth are finite everywhere the comparison skips the masking; its errors,
+    counts and policy ratios are those of the same elements judged beside a NaN both share."""
+    from rescore.oracle.compare import max_abs_finite
+    from rescore.oracle.tolerance import policy_ratios
+
+    torch.manual_seed(3)
+    t = torch.randn(257, dtype=torch.float64)
+    t[5] = 0.0  # a zero truth with an error (relative error inf) and one without (0)
+    t[6] = 0.0
+    o = t.to(torch.float32)
+    o[5] = 1e-3
+    o[40] += 0.25  # a mismatch
+    lp = t.to(torch.float32)
+    slack = torch.rand(257, dtype=torch.float64) * 1e-6
+    masked_t, masked_o = torch.cat([t, torch.tensor([math.nan], dtype=torch.float64)]), torch.cat(
+        [o, torch.tensor([math.nan])])
+    masked_lp, masked_slack = torch.cat([lp, torch.tensor([math.nan])]), torch.cat([slack, slack[:1]])
+
+    fast = compare(o, t, torch.float32, 1e-5, 1.3e-6, slack, lp)
+    masked = compare(masked_o, masked_t, torch.float32, 1e-5, 1.3e-6, masked_slack, masked_lp)
+    for field in ("outcome", "max_abs_err", "max_rel_err", "err_ulp", "n_mismatch", "n_nonfinite", "first_mismatch"):
+        assert getattr(fast, field) == getattr(masked, field), field
+    assert fast.max_rel_err == math.inf and fast.n_mismatch == 2
+    assert policy_ratios(o, t, "float32", slack, 16, False) == policy_ratios(
+        masked_o, masked_t, "float32", masked_slack, 16, False)
+    assert max_finite_error(lp, t) == max_finite_error(masked_lp, masked_t)
+    assert max_abs_finite(t) == max_abs_finite(masked_t)

@@ -13,7 +13,9 @@ rule check_shard:
         builds="results/cuda_builds/{dump}/shard-{shard}.parquet",
     params:
         shard=lambda wildcards: int(wildcards.shard),
-        shards=lambda wildcards: dump_shards(wildcards.dump),
+        # From the input, not the checkpoint: a cluster job starts its own snakemake, which knows no
+        # checkpoint has run and would refuse a parameter that asks one.
+        shards=lambda wildcards, input: shard_count(input.manifest, int(config["shards"])),
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration",
                                     "budget", "timeout_s", "light", "submission_budget_s", "settle",
                                     "call_limit") if k in config},
