@@ -55,7 +55,7 @@ class DeviceShare:
         self.owner = f"{os.getpid()}-{id(self)}"
         self.reference_bytes = 0  # the current submission's reference peak (estimated, then measured)
         self.measured = False  # reference_bytes was measured (the fixed check), not traced
-        self.seen_bytes = 0  # the most the worker's allocator held during this submission
+        self.seen_bytes = 0  # the most the worker's tensors took during this submission (their peak)
         self.held = 0  # what the ledger grants this worker now
         self.waited_s = 0.0  # time spent waiting for capacity, over the worker's life
 
