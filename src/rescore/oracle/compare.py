@@ -35,6 +35,7 @@ class Comparison:
     worst_actual: float | None = None
     worst_expected: float | None = None
     diagnosis: str = ""
+    output_finite: bool = True  # no NaN or Inf anywhere in the output, wherever the reference has one
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -78,13 +79,14 @@ CHUNK_ELEMENTS = 1 << 24
 
 
 def _judge_elements(o: torch.Tensor, t: torch.Tensor, dtype: torch.dtype, atol: float, rtol: float,
-                    slack: float | torch.Tensor, ref_lowp: torch.Tensor | None):
+                    slack: float | torch.Tensor, ref_lowp: torch.Tensor | None, o_finite: bool):
     """Elementwise judgement of float64 `o` against float64 `t`: (err, mismatch, nonfinite, rel,
     ulps). Where both are finite everywhere (nearly every case) the classes of values need no
     comparing and `nonfinite` is None: the same judgement in a third of the passes over the output
     (a benchmark-sized output holds 2^26 elements, and judging it took a minute of CPU). There a
-    zero |truth| gives 0/0 = NaN where the error is 0 (relative error 0) and x/0 = inf where it is not."""
-    if bool(torch.isfinite(o).all()) and bool(torch.isfinite(t).all()):
+    zero |truth| gives 0/0 = NaN where the error is 0 (relative error 0) and x/0 = inf where it is not.
+    `o_finite`: whether `o` is finite everywhere (the caller's, which records it)."""
+    if o_finite and bool(torch.isfinite(t).all()):
         err = (o - t).abs()
         tabs = t.abs()
         mismatch = err > atol + rtol * tabs + slack
@@ -131,11 +133,15 @@ def compare(
     first_bad = first_nonfinite = worst_mismatch = None  # flat indices
     worst_mismatch_err = -1.0
     whole = None  # (out, truth, wrong) of a tensor judged in one chunk, for `diagnose`
+    output_finite = True
     for start in range(0, n, CHUNK_ELEMENTS):
         part = slice(start, start + CHUNK_ELEMENTS)
         o, t = of[part].to(torch.float64), tf[part].to(torch.float64)
+        o_finite = bool(torch.isfinite(o).all())
+        output_finite &= o_finite
         err, mismatch, nonfinite, rel, ulps = _judge_elements(
-            o, t, dtype, atol, rtol, sf[part] if sf is not None else slack, lf[part] if lf is not None else None)
+            o, t, dtype, atol, rtol, sf[part] if sf is not None else slack, lf[part] if lf is not None else None,
+            o_finite)
         wrong = int(mismatch.sum())
         n_mismatch += wrong
         max_abs, max_rel = max(max_abs, float(err.max())), max(max_rel, float(rel.max()))
@@ -184,7 +190,7 @@ def compare(
     return Comparison(diagnosis=diagnosis, outcome=outcome, max_abs_err=max_abs, max_rel_err=max_rel,
                       err_ulp=max_ulp, n_elements=n, n_mismatch=n_mismatch, n_nonfinite=n_nonfinite,
                       first_mismatch=first, atol=atol, rtol=rtol, slack=slack, worst_actual=actual,
-                      worst_expected=expected)
+                      worst_expected=expected, output_finite=output_finite)
 
 
 def max_finite_error(approx: torch.Tensor, truth: torch.Tensor) -> float:
