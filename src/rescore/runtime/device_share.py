@@ -24,6 +24,7 @@ import json
 import os
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -47,6 +48,11 @@ def _open(path: Path) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 
 
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
 class DeviceLock:
     """A readers-writer lock on one device, across processes, with the writer (a retry alone) first."""
 
@@ -54,6 +60,9 @@ class DeviceLock:
         folder.mkdir(parents=True, exist_ok=True)
         self.paths = {name: folder / f"{key}.{name}" for name in ("lock", "turnstile", "waiting")}
         self.fds = {name: _open(path) for name, path in self.paths.items()}
+        # Closed by `close`, else when the lock is dropped: a process that makes a worker per sanitizer
+        # run would otherwise run out of descriptors.
+        self._closer = weakref.finalize(self, _close_all, list(self.fds.values()))
         self.held: str | None = None
         self.waited_s = 0.0  # seconds spent waiting for the lock, over this holder's life
 
@@ -102,8 +111,7 @@ class DeviceLock:
         return {WAITING_ENV: str(self.paths["waiting"]), LOCK_ENV: str(self.paths["lock"])}
 
     def close(self) -> None:
-        for fd in self.fds.values():
-            os.close(fd)
+        self._closer()
         self.fds = {}
 
 
@@ -167,6 +175,7 @@ class Ledger:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{key}.ledger.json"
         self.fd = _open(self.path)
+        self._closer = weakref.finalize(self, os.close, self.fd)  # as DeviceLock's
         self.poll_s, self.sleep = poll_s, sleep
         # The longest a reservation waits: past it the request goes ahead all the same. The ledger only
         # spaces out what its estimates say will not fit; a request that then runs out of memory is
@@ -234,4 +243,4 @@ class Ledger:
         self._edit(lambda state: state["entries"].pop(owner, None))
 
     def close(self) -> None:
-        os.close(self.fd)
+        self._closer()
