@@ -27,7 +27,7 @@ from rescore.model.findings import merge
 from rescore.model.oom import alone_reason, size_text
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import DeviceLock, Ledger, share_folder
-from rescore.worker.protocol import ALONE_KEY
+from rescore.worker.protocol import ALONE_KEY, MEASURE_ENV
 
 log = logging.getLogger("rescore")
 
@@ -36,7 +36,6 @@ CONTEXT_BYTES = 768 << 20
 (torch 2.11 on an H100: about 0.5 to 0.7 GiB per process)."""
 FACTOR = 3
 USABLE = 0.9
-MEASURE_ENV = "RESCORE_MEASURE_MEMORY"  # tells a CPU worker to estimate its submissions' memory too
 WAIT_NOTE_S = 1.0  # a reservation that waited longer than this is logged
 
 
@@ -58,12 +57,6 @@ class DeviceShare:
         self.seen_bytes = 0  # the most the worker's tensors took during this submission (their peak)
         self.held = 0  # what the ledger grants this worker now
         self.waited_s = 0.0  # time spent waiting for capacity, over the worker's life
-
-    @property
-    def waited(self) -> float:
-        """Seconds this worker spent waiting for its device (the lock and the ledger): the run's
-        sharing, not the submission's own time (a runner may leave it out of a budget)."""
-        return self.waited_s + self.lock.waited_s
 
     def env(self) -> dict[str, str]:
         """What the worker is told (where a waiting retry shows; whether to estimate memory on the CPU)."""

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 from rescore.engine.pacing import HARNESS_TIMEOUT
 from rescore.model.outcomes import Outcome
-
-HARNESS, CANDIDATE = "harness", "candidate"
+from rescore.worker.protocol import CANDIDATE, HARNESS
 
 
 @dataclass(frozen=True)

@@ -92,11 +92,10 @@ def shared_caches() -> dict[str, str]:
     }
 
 
-def writable_roots(scratch: str, env: dict[str, str] | None = None) -> list[str]:
+def writable_roots(scratch: str, env: dict[str, str]) -> list[str]:
     """Folders a worker may write to: its scratch folder (its home and caches inside), Triton's cache,
     torch's extensions folder where the parent names one outside it, the driver's JIT cache. The
     prebuilt CUDA library of the submission being loaded is allowed at load (`Guard.allow`)."""
-    env = env if env is not None else {**os.environ, **shared_caches()}
     roots = [scratch, env.get("TRITON_CACHE_DIR") or str(triton_cache_default()),
              os.environ.get("TORCH_EXTENSIONS_DIR"), env.get("CUDA_CACHE_PATH")]
     return [str(Path(r).expanduser().absolute()) for r in roots if r]

@@ -36,7 +36,7 @@ _UNITS = {"bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50}
 
 
-def _chain(exc: BaseException, depth: int = 6) -> list[BaseException]:
+def exception_chain(exc: BaseException, depth: int = 6) -> list[BaseException]:
     """`exc` and the exceptions it was raised from or during (a wrapper's cause), innermost last."""
     out: list[BaseException] = []
     while exc is not None and len(out) < depth and exc not in out:
@@ -47,7 +47,7 @@ def _chain(exc: BaseException, depth: int = 6) -> list[BaseException]:
 
 def is_oom(exc: BaseException) -> bool:
     """Whether `exc`, or an exception it wraps, is a failed allocation (host or device)."""
-    for e in _chain(exc):
+    for e in exception_chain(exc):
         if any(t.__name__ in OOM_TYPES for t in type(e).__mro__):
             return True
         text = str(e).lower()

@@ -64,7 +64,6 @@ class DeviceLock:
         # run would otherwise run out of descriptors.
         self._closer = weakref.finalize(self, _close_all, list(self.fds.values()))
         self.held: str | None = None
-        self.waited_s = 0.0  # seconds spent waiting for the lock, over this holder's life
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -72,13 +71,11 @@ class DeviceLock:
         if self.held is not None:
             yield
             return
-        began = time.monotonic()
         fcntl.flock(self.fds["turnstile"], fcntl.LOCK_EX)  # behind any retry already waiting
         try:
             fcntl.flock(self.fds["lock"], fcntl.LOCK_SH)
         finally:
             fcntl.flock(self.fds["turnstile"], fcntl.LOCK_UN)
-        self.waited_s += time.monotonic() - began
         self.held = "shared"
         try:
             yield
@@ -93,11 +90,9 @@ class DeviceLock:
             yield
             return
         assert self.held is None, "a retry alone is taken between requests, never inside one"
-        began = time.monotonic()
         fcntl.flock(self.fds["waiting"], fcntl.LOCK_SH)  # the workers hand their cached memory back
         fcntl.flock(self.fds["turnstile"], fcntl.LOCK_EX)  # no new request gets in
         fcntl.flock(self.fds["lock"], fcntl.LOCK_EX)  # the running ones have ended
-        self.waited_s += time.monotonic() - began
         self.held = "exclusive"
         try:
             yield

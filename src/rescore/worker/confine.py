@@ -28,6 +28,7 @@ CPU_SLACK_S = 3600  # CPU seconds one request may use: a backstop for a worker n
 NPROC_MARGIN = 1024  # processes and threads the worker may add to what its user already runs
 
 PR_SET_CHILD_SUBREAPER = 36
+DENIED = "rescore sandbox: "  # how every refusal of the audit hook begins (`worker/exceptions.refusal`)
 
 _NET_FAMILIES = {socket.AF_INET, socket.AF_INET6} | ({socket.AF_PACKET} if hasattr(socket, "AF_PACKET") else set())
 _NET_EVENTS = {
@@ -255,7 +256,7 @@ class Audit:
         self.seen.add(finding)
         if len(self.details) < 20:
             self.details.append(what[:200])
-        raise PermissionError(f"rescore sandbox: {what} is not allowed")
+        raise PermissionError(f"{DENIED}{what} is not allowed")
 
     def _hook(self, event: str, args: tuple) -> None:
         if not self.armed or self._in_hook:
@@ -279,7 +280,7 @@ class Audit:
                 self._deny("rlimit", f"{event}{args!r}")
         elif event == "sys.addaudithook":
             self.seen.add("patched_harness")
-            raise RuntimeError("rescore sandbox: adding an audit hook is not allowed")  # suppressed by Python
+            raise RuntimeError(f"{DENIED}adding an audit hook is not allowed")  # suppressed by Python
 
     def _from_library(self) -> bool:
         """Whether the nearest caller outside the standard library is a trusted library (torch, triton,

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 import torch
 
 from rescore.model.findings import REFUSAL_FINDINGS
-from rescore.model.oom import is_oom, requested_bytes
+from rescore.model.oom import exception_chain, is_oom, requested_bytes
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 from rescore.runtime import interpreter
 from rescore.worker import confine
 from rescore.worker.protocol import ALONE_KEY
 
 __all__ = ["NeedsRestart", "Verdict", "classify_exception", "cuda_context_usable", "exceeds_worker_memory",
-           "harness_failure", "is_cuda_failure", "is_oom", "refusal", "requested_bytes", "verdict_of"]
+           "harness_failure", "is_cuda_failure", "refusal", "verdict_of"]
 
 REFUSALS = (ValueError, TypeError, NotImplementedError)
 
@@ -74,12 +74,13 @@ def _is_file(a: str, b: str) -> bool:
         return False
 
 
+def _at(frame: traceback.FrameSummary | None) -> str:
+    return f" (at {os.path.basename(frame.filename)}:{frame.lineno})" if frame is not None else ""
+
+
 def _where(exc: BaseException) -> str:
     tb = traceback.extract_tb(exc.__traceback__)
-    if not tb:
-        return ""
-    last = tb[-1]
-    return f" (at {os.path.basename(last.filename)}:{last.lineno})"
+    return _at(tb[-1]) if tb else ""
 
 
 def _caller(exc: BaseException, candidate_file: str | None) -> str:
@@ -87,8 +88,7 @@ def _caller(exc: BaseException, candidate_file: str | None) -> str:
     outside the audit hook that refused it."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_file(f.filename, confine.__file__)]
     own = [f for f in frames if candidate_file and _is_file(f.filename, candidate_file)]
-    last = (own or frames or [None])[-1]
-    return f" (at {os.path.basename(last.filename)}:{last.lineno})" if last is not None else ""
+    return _at((own or frames or [None])[-1])
 
 
 def _compile_error_text(name: str, message: str) -> str:
@@ -103,19 +103,13 @@ def _compile_error_text(name: str, message: str) -> str:
     return f"{name}: {lines[0]} `{source}`: {lines[-1].strip()}"[:500]
 
 
-SANDBOX = "rescore sandbox: "  # how the audit hook's PermissionError begins (`confine.Audit._deny`)
-
-
 def refusal(exc: BaseException) -> str | None:
     """What the sandbox refused, when `exc` is (or wraps, or says in its message) the audit hook's
     refusal; None for any other exception."""
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen and len(seen) < 6:
-        seen.append(exc)
-        text = str(exc)
-        if SANDBOX in text:
-            return text.split(SANDBOX, 1)[1].strip().splitlines()[0].removesuffix(" is not allowed")
-        exc = exc.__cause__ or exc.__context__
+    for e in exception_chain(exc):
+        text = str(e)
+        if confine.DENIED in text:
+            return text.split(confine.DENIED, 1)[1].strip().splitlines()[0].removesuffix(" is not allowed")
     return None
 
 

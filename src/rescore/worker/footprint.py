@@ -21,9 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rescore.runtime.device_share import retry_waiting
-from rescore.worker.protocol import MEMORY_KEY
-
-MEASURE_ENV = "RESCORE_MEASURE_MEMORY"  # set by the parent where a CPU worker's estimates are wanted (tests)
+from rescore.worker.protocol import MEASURE_ENV, MEMORY_KEY
 
 
 def wanted(device: str) -> bool:

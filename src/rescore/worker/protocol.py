@@ -97,6 +97,11 @@ class Status(str, Enum):
     NOTE = "note"  # not an answer: whose turn it is now (`turns.py`), sent before the answer
 
 
+# Whose turn a request's time is (`worker/turns.py` sends it, `engine/turn_clock.py` reads it).
+HARNESS, CANDIDATE, COMPILER = "harness", "candidate", "compiler"
+# Set by the parent where a CPU worker's memory estimates are wanted too (the tests' stand-ins).
+MEASURE_ENV = "RESCORE_MEASURE_MEMORY"
+
 RSS_KEY = "_rss"  # the worker's resident memory in bytes, in every answer (taken out by the parent)
 # What the worker's allocator holds and what its submission is expected to need, on a device whose
 # memory is shared (`engine/sharing.py`): {"peak", "total", "estimate", "reference_peak"} (bytes).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-HARNESS, CANDIDATE, COMPILER = "harness", "candidate", "compiler"
+from rescore.worker.protocol import CANDIDATE, COMPILER, HARNESS
 
 
 class Turns:
@@ -22,14 +22,13 @@ class Turns:
 
     def __init__(self) -> None:
         self.send: Callable[[dict], None] | None = None
-        self.by = HARNESS
         self.reference_s: float | None = None  # the float64 reference's own time at the case's sizes
         self.compiles = 0  # compiles in progress (an autotuner's benchmark holds the kernels' compiles)
         self._sent: tuple[str, float | None] = (HARNESS, None)
 
     def begin(self, send: Callable[[dict], None] | None) -> None:
         """A new request: the harness's turn, no reference time yet (`send` delivers a note)."""
-        self.send, self.by, self.reference_s, self.compiles = send, HARNESS, None, 0
+        self.send, self.reference_s, self.compiles = send, None, 0
         self._sent = (HARNESS, None)
 
     def end(self) -> None:
@@ -59,7 +58,6 @@ class Turns:
             self._turn(CANDIDATE)
 
     def _turn(self, by: str) -> None:
-        self.by = by
         note = (by, self.reference_s if by == CANDIDATE else None)
         if note == self._sent or self.send is None:
             return
