@@ -52,7 +52,6 @@ if [ -n "${RESCORE_CUDA_CACHE_TGZ:-}" ] && [ ! -d "$RESCORE_CUDA_CACHE" ]; then
   cat $RESCORE_CUDA_CACHE_TGZ | tar -xz -C /tmp
 fi
 mkdir -p "$WORK"
-mkdir -p "$RESCORE_CUDA_CACHE"  # the build root a worker may write below but not create
 { date -u; nvidia-smi -L; nproc; "$PYTHON" -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"; compute-sanitizer --version | tail -1; } > "$WORK/machine.txt" 2>&1
 
 if ! { [ -f "$WORK/driver.pid" ] && kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; } && [ ! -f "$WORK/all.done" ]; then

@@ -24,7 +24,7 @@ from rescore.model.run import (
     RunConfig,
     default_budget,
 )
-from rescore.runtime.device import DeviceUnavailable, device_problem, resolve_device
+from rescore.runtime.device import DeviceUnavailable, require_device, resolve_device
 from rescore.static.report import describe_kernel
 
 EXIT_OK, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
@@ -67,18 +67,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"rescore check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     cfg = _config(args)
-    problem = device_problem(cfg.device)
-    if problem:
-        print(f"rescore check: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    progress = Progress(len(plan_cases(sub, cfg)), label=f"{sub.name}: ")
     try:
-        doc, _ = check_pair(sub, cfg, progress=progress, robustness_in_headline=args.robustness_counts)
-    except DeviceUnavailable as exc:  # the worker found the device unusable (a driver gone since)
-        progress.close()
+        require_device(cfg.device)  # here, or the worker finding it unusable (a driver gone since)
+        progress = Progress(len(plan_cases(sub, cfg)), label=f"{sub.name}: ")
+        try:
+            doc, _ = check_pair(sub, cfg, progress=progress, robustness_in_headline=args.robustness_counts)
+        finally:
+            progress.close()
+    except DeviceUnavailable as exc:
         print(f"rescore check: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    progress.close()
     print(human_summary(doc, sub, cfg.device))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -158,11 +158,14 @@ def run_shard(
         write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
 
 
+def gather(paths: list[str], table: str | None = None) -> pd.DataFrame:
+    """The rows of some tables of one kind, in order (an empty frame when none has any)."""
+    frames = [f for f in (read_parquet(p, table) for p in paths) if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def concat_tables(paths: list[str], table: str, out: str) -> None:
-    frames = [read_parquet(p, table) for p in paths]
-    frames = [f for f in frames if not f.empty]
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    write_parquet(df, out, table)
+    write_parquet(gather(paths, table), out, table)
 
 
 def corpus_catalog(out_table: str, out_markdown: str) -> None:
@@ -242,11 +245,9 @@ def tolerances(
     figures.sweep_figure(sw, [out["sweep_fig"]])
 
 
-def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, out: str,
-                sanitizer_path: str | None = None) -> None:
+def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, out: str) -> None:
     text = statement(
         read_parquet(cases, "cases"), read_parquet(submissions, "submissions"), read_parquet(illusion_path), config,
-        read_parquet(sanitizer_path) if sanitizer_path else None,
     )
     write_text(text, out)
 
@@ -265,9 +266,7 @@ def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, o
 def cuda_builds(builds: list[str], cases: str, out: str) -> None:
     """results/cuda_builds.parquet: every dump's prebuild rows, `built` only where a case called what
     compiled and loaded (analysis/cuda_usage.py)."""
-    frames = [f for f in (read_parquet(p) for p in builds) if not f.empty]
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    write_parquet(gathered_builds(table, read_parquet(cases, "cases")), out)
+    write_parquet(gathered_builds(gather(builds), read_parquet(cases, "cases")), out)
 
 
 def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None,

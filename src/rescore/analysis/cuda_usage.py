@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rescore.model.builds import NEVER_RAN, BuildStatus, CudaRan
+from rescore.model.builds import NEVER_RAN, BuildStatus, CudaRan, stages
 
 # The statuses a CUDA submission's cases may record, most telling first: why its CUDA did not run.
 _WHY_ORDER = (BuildStatus.COMPILE_FAILED, BuildStatus.LOAD_FAILED, BuildStatus.NOT_CALLED, BuildStatus.LOADED,
@@ -59,13 +59,9 @@ def gathered_builds(builds: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
             status = BuildStatus.BUILT.value
         elif ran == CudaRan.NO and status in (BuildStatus.LOADED, BuildStatus.NO_BUILD):
             status = why or status
-        compiled, loaded = r.get("compiled"), r.get("loaded")
-        if status in (BuildStatus.BUILT, BuildStatus.NOT_CALLED):
-            compiled, loaded = True, True
-        elif status == BuildStatus.COMPILE_FAILED:
-            compiled, loaded = False, False
-        elif status == BuildStatus.LOAD_FAILED:
-            compiled, loaded = True, False
+        compiled, loaded = stages(status)
+        if compiled is None:  # a status that does not say: as the build recorded it
+            compiled, loaded = r.get("compiled"), r.get("loaded")
         called = True if ran == CudaRan.YES else (False if status in NEVER_RAN else None)
         rows.append(dict(r, status=status, compiled=compiled, loaded=loaded, called=called, cuda_ran=ran))
     out = pd.DataFrame(rows, columns=[*builds.columns, "cuda_ran"])

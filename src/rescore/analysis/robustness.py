@@ -15,20 +15,10 @@ from collections.abc import Iterable, Mapping
 
 from rescore.analysis.severity import describe, where_tier
 from rescore.model.evidence import ROBUSTNESS_KINDS, classify
-from rescore.model.failures import FIRST_FAILURE_ORDER
+from rescore.model.failures import first_failure_key
 from rescore.model.outcomes import FLAGGING, Outcome
 
 FIRST_FIELDS = ("strategy", "dtype", "seed", "sizes", "layout", "values", "outcome", "cause", "replay")
-
-
-def _order(row: Mapping) -> tuple:
-    """A row's place in FIRST_FAILURE_ORDER (strategy, dtype, case index), for rows without them too."""
-    keys = []
-    for name in FIRST_FAILURE_ORDER:
-        value = row.get(name)
-        number = isinstance(value, (int, float)) and value == value  # NaN is no number here
-        keys.append((0, value, "") if number else (1, 0, str(value or "")))
-    return tuple(keys)
 
 
 def _first_line(text: object) -> str:
@@ -51,7 +41,7 @@ def findings(rows: Iterable[Mapping], own_sizes: dict | None) -> list[dict]:
         failing = [r for r in ran if r.get("outcome") in FLAGGING]
         if not failing:
             continue
-        first = min(failing, key=_order)
+        first = min(failing, key=first_failure_key)
         described = [c for c in (describe(dict(r), own_sizes) for r in failing) if c is not None]
         out.append({
             "kind": kind.value,

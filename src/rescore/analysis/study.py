@@ -240,7 +240,8 @@ def headline_mask(rows: pd.DataFrame, robustness_in_headline: bool = False) -> p
     """Per case row, whether it counts toward the headline verdict (`rescore.model.evidence`)."""
     if robustness_in_headline or rows.empty:
         return pd.Series(True, index=rows.index, dtype=bool)
-    return pd.Series([counts_in_headline(r) for r in rows.to_dict("records")], index=rows.index, dtype=bool)
+    decisive = rows.reindex(columns=["outcome", "reason", "values"])  # all the rule reads
+    return pd.Series([counts_in_headline(r) for r in decisive.to_dict("records")], index=rows.index, dtype=bool)
 
 
 def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame, robustness_in_headline: bool = False
@@ -255,14 +256,14 @@ def illusion_table(cases: pd.DataFrame, submissions: pd.DataFrame, robustness_in
     tier and evidence, analysis/robustness.py), and `fuzz_verdict_all`, `illusion_all` and
     `severity_all` count every case."""
     rows = []
-    cases = cases.assign(in_claim=claimed(cases, submissions))
+    cases = cases.assign(in_claim=claimed(cases, submissions), _headline=headline_mask(cases, robustness_in_headline))
     own_sizes = benchmark_sizes(cases)
     by_sub = {k: g for k, g in cases.groupby("submission_id")}
     for sub in submissions.to_dict("records"):
         g = by_sub.get(sub["submission_id"], cases.iloc[0:0])
         fixed = g[g["oracle"] == "fixed"]
         every = evaluation_fuzz(g[g["in_claim"]])
-        fuzz = every[headline_mask(every, robustness_in_headline)]
+        fuzz = every[every["_headline"]]
         own = own_sizes.get(sub.get("problem_id"))
         fixed_says = fixed_verdict(fixed["outcome"].iloc[0] if len(fixed) else Outcome.SKIPPED)
         ran = fuzz[~fuzz["outcome"].isin([Outcome.SKIPPED])]

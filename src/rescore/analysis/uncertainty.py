@@ -179,8 +179,7 @@ def memory_safety_lines(sanitizer: pd.DataFrame | None) -> list[str]:
     ]
 
 
-def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataFrame, config: dict,
-              sanitizer: pd.DataFrame | None = None) -> str:
+def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataFrame, config: dict) -> str:
     fuzz = cases[(cases["oracle"] == "fuzz") & (cases["purpose"] == "evaluation")]
     ran = fuzz[~fuzz["outcome"].isin([Outcome.SKIPPED])]
     devices = sorted(ran["device"].dropna().unique()) or ["(none)"]
@@ -260,7 +259,7 @@ def statement(cases: pd.DataFrame, submissions: pd.DataFrame, illusion: pd.DataF
         "  versions it ran with, and a different toolchain can change rounding, scheduling and races.",
         "- That a race or an uninitialised read is absent: each passing case ran twice and agreed, which only",
         "  shows the interleavings that happened; the CPU interpreter runs programs sequentially.",
-        *memory_safety_lines(sanitizer),
+        *memory_safety_lines(None),  # the sanitizer runs after this statement: results/sanitizer.md
         "- That the reference is right: the float64 reference is the problem's own PyTorch module; a wrong",
         "  problem is reproduced faithfully.",
         "- That a tolerance is the right one for a user's purpose: the verdicts depend on the policy named in",

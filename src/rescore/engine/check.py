@@ -42,9 +42,11 @@ def summarize(rows: list[dict], robustness_in_headline: bool = False) -> dict:
     fixed = next((r for r in rows if r.get("oracle") == "fixed"), None)
     fuzz = [r for r in rows if r.get("oracle") == "fuzz"]
     outcomes = Counter(r["outcome"] for r in fuzz)
-    counted = [r for r in fuzz if robustness_in_headline or classify(r).headline]
-    failed = [r for r in fuzz if r["outcome"] not in (Outcome.PASS, Outcome.SKIPPED, Outcome.DECLINED)]
-    failures = [_failure(r) for r in failed if robustness_in_headline or classify(r).headline]
+    evidence = [classify(r) for r in fuzz]  # headline, or which robustness finding (model/evidence.py)
+    counted = [r for r, e in zip(fuzz, evidence) if robustness_in_headline or e.headline]
+    failed = [(r, e) for r, e in zip(fuzz, evidence)
+              if r["outcome"] not in (Outcome.PASS, Outcome.SKIPPED, Outcome.DECLINED)]
+    failures = [_failure(r) for r, e in failed if robustness_in_headline or e.headline]
     own_sizes = json.loads(fixed["sizes"]) if fixed and isinstance(fixed.get("sizes"), str) else None
     skipped = Counter(r.get("reason", "") for r in fuzz if r["outcome"] == Outcome.SKIPPED)
     stopped = next((r["reason"] for r in fuzz
@@ -72,8 +74,7 @@ def summarize(rows: list[dict], robustness_in_headline: bool = False) -> dict:
             "skipped_reasons": dict(skipped),
             "failures": failures,
             "robustness": robustness.findings(fuzz, own_sizes),
-            "robustness_failures": [dict(_failure(r), kind=str(classify(r).kind))
-                                    for r in failed if not classify(r).headline],
+            "robustness_failures": [dict(_failure(r), kind=str(e.kind)) for r, e in failed if not e.headline],
         },
     }
 

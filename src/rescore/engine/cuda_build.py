@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.engine.gpus import shard_slot, worker_gpu
-from rescore.model.builds import BuildStatus
+from rescore.model.builds import BuildStatus, stages
 from rescore.model.records import Submission, content_hash, read_manifests
 from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
 
@@ -194,17 +194,6 @@ def _status(record: dict) -> BuildStatus:
     if not record.get("ok"):
         return BuildStatus.FAILED
     return BuildStatus.LOADED if record.get("loaded") else BuildStatus.NO_BUILD
-
-
-def stages(status: BuildStatus) -> tuple[bool | None, bool | None]:
-    """(compiled, loaded) as a build status tells them; None where it cannot."""
-    if status == BuildStatus.COMPILE_FAILED:
-        return False, False
-    if status == BuildStatus.LOAD_FAILED:
-        return True, False
-    if status == BuildStatus.LOADED:
-        return True, True
-    return None, None
 
 
 def prebuild(

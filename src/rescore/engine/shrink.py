@@ -11,7 +11,7 @@ import json
 import time
 
 from rescore.engine.sandbox import Worker, run_with_retry
-from rescore.model.failures import FIRST_FAILURE_ORDER, failure_id
+from rescore.model.failures import failure_id, first_failure_key
 from rescore.model.outcomes import FLAGGING, Outcome
 from rescore.model.records import Submission
 from rescore.worker.protocol import EXPLAIN_KEY, Case, Load, job_of
@@ -94,7 +94,7 @@ def first_fuzz_failure(rows: list[dict]) -> dict | None:
     in FIRST_FAILURE_ORDER, the one the illusion table names (whatever order the cases ran in)."""
     bad = [r for r in rows if r.get("oracle") == "fuzz" and r.get("purpose") == "evaluation"
            and r.get("outcome") in FLAGGING]
-    return min(bad, key=lambda r: tuple(r[k] for k in FIRST_FAILURE_ORDER), default=None)
+    return min(bad, key=first_failure_key, default=None)
 
 
 def shrunk_record(worker: Worker, sub: Submission, failure: dict, device: str, timeout: float,

@@ -324,7 +324,7 @@ def inputs_domains(op_schema: dict, inputs: list, where: Path) -> dict:
     return domains
 
 
-def schema_of(dims: dict, op_schema: dict, domains: dict | None = None) -> dict:
+def schema_of(dims: dict, op_schema: dict, domains: dict) -> dict:
     """The problem schema: each dim ranges over min..max of its candidates; candidates kept as data;
     each input's domain (`inputs_domains`)."""
     spec: dict = {

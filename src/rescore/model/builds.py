@@ -42,6 +42,17 @@ NEVER_RAN: dict[BuildStatus, str] = {
 """Why a CUDA submission's CUDA never ran, by the status that says so."""
 
 
+def stages(status: str | None) -> tuple[bool | None, bool | None]:
+    """(compiled, loaded) as a build status tells them; None where it cannot."""
+    if status in (BuildStatus.LOADED, BuildStatus.BUILT, BuildStatus.NOT_CALLED):
+        return True, True
+    if status == BuildStatus.COMPILE_FAILED:
+        return False, False
+    if status == BuildStatus.LOAD_FAILED:
+        return True, False
+    return None, None
+
+
 def cuda_ran(status: str | None) -> CudaRan | None:
     """Whether a case (or a submission) with this build status ran its CUDA; None for no status."""
     if status is None:

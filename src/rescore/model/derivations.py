@@ -10,6 +10,7 @@ still 3) builds a problem the benchmark never had, and a kernel written for it t
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 
@@ -55,15 +56,19 @@ def _target_names(target: ast.expr) -> tuple[str, ...]:
     return ()
 
 
+def following(assignments: Iterable[Assignment], free: Iterable[str]) -> Iterator[Assignment]:
+    """The assignments, in order, whose value reads one of the `free` names or a name an earlier one
+    of them binds; an assignment to a free name is never one (its value is the free one's)."""
+    free = set(free)
+    moved = set(free)
+    for assignment in assignments:
+        if set(assignment.targets) & free or not assignment.reads & moved:
+            continue
+        moved |= set(assignment.targets)
+        yield assignment
+
+
 def derived_names(source: str, free: list[str]) -> dict[str, str]:
     """The names whose top-level value is computed, directly or through another such name, from one
     of the `free` names: name -> its assignment, as written. A derived name is not a free size."""
-    moved = set(free)
-    derived: dict[str, str] = {}
-    for assignment in top_level_assignments(source):
-        if set(assignment.targets) & set(free):
-            continue
-        if assignment.reads & moved:
-            moved |= set(assignment.targets)
-            derived.update({name: assignment.text for name in assignment.targets})
-    return derived
+    return {name: a.text for a in following(top_level_assignments(source), free) for name in a.targets}

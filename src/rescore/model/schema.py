@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 
 DOMAINS = ("real", "positive", "unit")
 
-# Where an input's domain came from, most certain first (see worker/input_domains.py).
-DOMAIN_ORIGINS = ("schema", "source", "sampled", "default")
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class InputDomain:
 
     name: str  # Model.forward's parameter name, else the input's position
     domain: str | None  # one of DOMAINS; None for an input that is not a floating tensor (never refilled)
-    origin: str  # one of DOMAIN_ORIGINS, or "not floating"
+    origin: str  # where it came from, most certain first: schema, source, sampled, default; or "not floating"
     evidence: str
 
     def as_dict(self) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -242,14 +243,15 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike, table: str | None =
         raise
 
 
-def read_parquet(path: str | os.PathLike, table: str | None = None) -> pd.DataFrame:
-    """Read a table; a corrupt or truncated file raises a ValueError that names the file."""
+def read_parquet(path: str | os.PathLike, table: str | None = None, optional: Iterable[str] = ()) -> pd.DataFrame:
+    """Read a table; a corrupt or truncated file, or one that lacks a column of `table` (but those
+    `optional`), raises a ValueError that names the file."""
     try:
         data = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ValueError(f"{path}: not a readable Parquet table ({exc}); delete it and rebuild") from exc
     if table:
-        missing = set(SCHEMAS[table].names) - set(data.column_names)
+        missing = set(SCHEMAS[table].names) - set(data.column_names) - set(optional)
         if missing:
             raise ValueError(f"{path}: table {table!r} lacks columns {sorted(missing)}; rebuild it")
     return data.to_pandas()

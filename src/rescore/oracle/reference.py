@@ -101,8 +101,9 @@ class Reference:
                     if truth_device == "cuda":
                         torch.cuda.synchronize()  # its own time, which a candidate call's limit is drawn from
                     self.seconds = time.perf_counter() - start
-                if lowp_inputs is not None and intermediate_rounding(problem) is not None:
-                    ref_lowp = self.rounding_run(intermediate_rounding(problem), args, truth, tdtype, wseed, device)
+                rounding = intermediate_rounding(problem) if lowp_inputs is not None else None
+                if rounding is not None:
+                    ref_lowp = self.rounding_run(rounding, args, truth, tdtype, wseed, device)
                 elif lowp_inputs is not None:
                     ref_lowp = reference_at(ref_model, lowp_inputs, device, tdtype)
         except Exception as exc:  # the reference itself rejects these sizes: draw again

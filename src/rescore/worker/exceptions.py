@@ -124,11 +124,21 @@ def oom_source(exc: BaseException, candidate_file: str | None) -> str:
     return "the harness"
 
 
+def alone_of(by: str, exc: BaseException, reference_ran: bool) -> dict:
+    """What an out-of-memory answer tells the parent for its retry alone (`protocol.ALONE_KEY`)."""
+    return {"by": by, "bytes": requested_bytes(str(exc)), "reference_ran": reference_ran and by == "the candidate"}
+
+
+def refused_by_the_hook(v: Verdict, findings: set[str]) -> bool:
+    """A `skipped` verdict for a refused call that the audit hook did record (not a message that only
+    reads like a refusal)."""
+    return v.outcome == Outcome.SKIPPED and bool(findings & REFUSAL_FINDINGS)
+
+
 def oom_verdict(exc: BaseException, candidate_file: str | None, text: str, reference_ran: bool) -> Verdict:
     """An out-of-memory verdict: its request runs again with the device to itself (`engine/sandbox.py`)."""
     by = oom_source(exc, candidate_file)
-    alone = {"by": by, "bytes": requested_bytes(str(exc)), "reference_ran": reference_ran and by == "the candidate"}
-    return Verdict(Outcome.OOM, f"out of memory in {by}: {text}"[:500], alone=alone)
+    return Verdict(Outcome.OOM, f"out of memory in {by}: {text}"[:500], alone=alone_of(by, exc, reference_ran))
 
 
 def harness_failure(exc: BaseException, candidate_file: str | None) -> dict:
@@ -175,7 +185,7 @@ def verdict_of(exc: BaseException, findings: set[str], candidate_file: str | Non
     if isinstance(exc, (SystemExit, KeyboardInterrupt)):
         findings.add("exits")
     v = classify_exception(exc, candidate_file)
-    if v.outcome == Outcome.SKIPPED and not findings & REFUSAL_FINDINGS:
+    if v.outcome == Outcome.SKIPPED and not refused_by_the_hook(v, findings):
         # a message that only reads like a refusal: the audit hook refused nothing in this call
         return Verdict(Outcome.CRASH, f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:400] + _where(exc))
     if v.outcome == Outcome.OOM and exceeds_worker_memory(exc, device):

@@ -11,13 +11,13 @@ import types
 
 import torch
 
-from rescore.model.oom import is_oom, requested_bytes
+from rescore.model.oom import is_oom
 from rescore.model.outcomes import FixedVerdict, Outcome
 from rescore.oracle.fixed import kernelbench_check
 from rescore.oracle.reference import flatten
 from rescore.worker import footprint
 from rescore.worker.context import WorkerContext
-from rescore.worker.exceptions import verdict_of
+from rescore.worker.exceptions import alone_of, verdict_of
 from rescore.worker.guard import Guard
 from rescore.worker.integrity import digest
 from rescore.worker.loading import cannot_run
@@ -103,8 +103,8 @@ def reference_failed(row: dict, exc: Exception, path: str) -> dict:
     cause = exc.__cause__ or exc
     if is_oom(cause):
         reason = f"out of memory in the reference at its own sizes (problem {path}): {exc}"
-        alone = {"by": "the reference", "bytes": requested_bytes(str(exc)), "reference_ran": False}
-        return dict(row, outcome=Outcome.OOM, reason=reason[:500], **{ALONE_KEY: alone})
+        return dict(row, outcome=Outcome.OOM, reason=reason[:500],
+                    **{ALONE_KEY: alone_of("the reference", exc, reference_ran=False)})
     reason = f"problem {path}: the reference failed at its own sizes: {exc}"
     return dict(row, outcome=Outcome.SKIPPED, reason=reason[:500], **{ALONE_KEY: {"by": "the reference"}})
 

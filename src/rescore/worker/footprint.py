@@ -21,16 +21,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rescore.runtime.device_share import retry_waiting
+from rescore.worker.problem_sizes import inputs_at
 from rescore.worker.protocol import MEASURE_ENV, MEMORY_KEY
+from rescore.worker.timing import input_bytes
 
 
 def wanted(device: str) -> bool:
     """Whether this worker reports memory: on a GPU always, on the CPU where the parent asks."""
     return device == "cuda" or os.environ.get(MEASURE_ENV) == "1"
-
-
-def _bytes(values) -> int:
-    return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
 
 
 class _Live(TorchDispatchMode):
@@ -63,13 +61,14 @@ def estimate_reference(problem: types.ModuleType) -> int | None:
     where the trace fails; None when not even those can be made."""
     try:
         torch.manual_seed(0)
-        init, inputs = problem.get_init_inputs(), problem.get_inputs()
+        init, inputs = problem.get_init_inputs(), inputs_at(problem, {})
         with torch.device("meta"):
             model = problem.Model(*init)
     except Exception:  # noqa: BLE001 - no estimate: the measured peak will come from the fixed check
         return None
-    weights = _bytes(model.parameters()) + _bytes(model.buffers()) if isinstance(model, torch.nn.Module) else 0
-    base = _bytes(inputs) + weights
+    weights = (input_bytes(list(model.parameters())) + input_bytes(list(model.buffers()))
+               if isinstance(model, torch.nn.Module) else 0)
+    base = input_bytes(inputs) + weights
     try:
         meta = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
         with torch.no_grad(), _Live(base) as live:

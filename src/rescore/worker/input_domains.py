@@ -24,7 +24,7 @@ from rescore.inputs.domains import describe, domain_of, source_intervals
 from rescore.inputs.relations import satisfy
 from rescore.inputs.shapes import fit_budget
 from rescore.model.schema import Dim, InputDomain, OpSchema, Relation
-from rescore.worker.problem_sizes import bound_sizes
+from rescore.worker.problem_sizes import bound_sizes, inputs_at
 
 SAMPLE_SEEDS = 4
 MIN_SIGN_ELEMENTS = 4096  # elements of one input over all sampled seeds before its sign is trusted
@@ -63,25 +63,19 @@ def infer_domains(module: types.ModuleType, source: str, dims: tuple[Dim, ...], 
                                      f"get_inputs(): {text} takes values in {describe(interval)}"[:300]))
         else:
             if sampled is None:
-                sampled = sample_domains(module, dims, relations, names)
+                sampled = _sample_domains(module, dims, relations, names)
             found.append(sampled.get(i) or InputDomain(name, "real", "default", "no sample could be drawn"))
     return tuple(found)
 
 
 def _floating(module: types.ModuleType, sizes: dict[str, int]) -> list[str | None]:
     """Per input at these sizes: None for a floating tensor (the fuzzer refills it), else what it is."""
-    with bound_sizes(module, sizes):
-        try:
-            with torch.device("meta"):
-                inputs = module.get_inputs()
-        except Exception:  # noqa: BLE001 - a factory that cannot run on meta draws for real
-            torch.manual_seed(0)
-            inputs = module.get_inputs()
     return [None if isinstance(x, torch.Tensor) and x.is_floating_point()
-            else f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else f"a {type(x).__name__}" for x in inputs]
+            else f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else f"a {type(x).__name__}"
+            for x in inputs_at(module, sizes)]
 
 
-def sample_sizes(module: types.ModuleType, dims: tuple[Dim, ...], relations: tuple[Relation, ...]) -> dict[str, int]:
+def _sample_sizes(module: types.ModuleType, dims: tuple[Dim, ...], relations: tuple[Relation, ...]) -> dict[str, int]:
     """Sizes at which every input's draws over SAMPLE_SEEDS seeds hold MIN_SIGN_ELEMENTS elements
     where the sizes allow it: the benchmark's own, doubled while an input that grows with them is
     too small, or shrunk to SAMPLE_CAP elements when the largest is past it."""
@@ -108,11 +102,11 @@ def sample_sizes(module: types.ModuleType, dims: tuple[Dim, ...], relations: tup
     return sizes
 
 
-def sample_domains(module: types.ModuleType, dims: tuple[Dim, ...], relations: tuple[Relation, ...],
+def _sample_domains(module: types.ModuleType, dims: tuple[Dim, ...], relations: tuple[Relation, ...],
                    names: list[str]) -> dict[int, InputDomain]:
     """The domain of each floating input from SAMPLE_SEEDS draws of `get_inputs()` (see the
     module's docstring); {} when the factory fails at the sample's sizes."""
-    sizes = sample_sizes(module, dims, relations)
+    sizes = _sample_sizes(module, dims, relations)
     seen: dict[int, list[float]] = {}  # position -> [elements, negatives, above one]
     try:
         for seed in range(SAMPLE_SEEDS):
@@ -143,14 +137,16 @@ def sample_domains(module: types.ModuleType, dims: tuple[Dim, ...], relations: t
     return found
 
 
-def explicit_domains(spec: dict, names: list[str], default_note: str = "the op schema names it"
-                     ) -> dict[int, tuple[str, str]]:
+NAMED = "the op schema names it"  # why a domain holds that the schema gives without a note
+
+
+def explicit_domains(spec: dict, names: list[str]) -> dict[int, tuple[str, str]]:
     """Input position -> (domain, why) of an explicit op schema's `inputs` (keyed by Model.forward's
     parameter name or by position; a value is a domain or `{domain, note}`)."""
     found = {}
     for key, value in (spec.get("inputs") or {}).items():
         domain = value.get("domain", "real") if isinstance(value, dict) else str(value)
-        note = value.get("note", default_note) if isinstance(value, dict) else default_note
+        note = value.get("note", NAMED) if isinstance(value, dict) else NAMED
         index = names.index(key) if key in names else int(key) if str(key).isdigit() else None
         if index is not None:
             found[index] = (domain, str(note))

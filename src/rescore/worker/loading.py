@@ -12,12 +12,11 @@ import types
 
 import torch
 
-from rescore.model.findings import REFUSAL_FINDINGS
 from rescore.model.outcomes import Outcome
 from rescore.model.schema import OpSchema
 from rescore.model.sources import source_defect
 from rescore.runtime.modules import load_module
-from rescore.worker.exceptions import Verdict, classify_exception
+from rescore.worker.exceptions import Verdict, classify_exception, refused_by_the_hook
 from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.prebuilt import activate, recorded_failure
@@ -84,7 +83,7 @@ def load_candidate(guard: Guard, sub: dict) -> tuple[types.ModuleType | None, Ve
             guard.findings.add("exits")
             return None, Verdict(Outcome.CRASH, f"{type(exc).__name__} raised while importing the submission")
         verdict = classify_exception(exc, sub["path"], reference_ran=False)
-        if verdict.outcome == Outcome.OOM or (verdict.outcome == Outcome.SKIPPED and guard.findings & REFUSAL_FINDINGS):
+        if verdict.outcome == Outcome.OOM or refused_by_the_hook(verdict, guard.findings):
             return None, verdict  # out of memory: loaded again alone (`settle_load`); a refused call: `skipped`
         return None, Verdict(Outcome.COMPILE_ERROR, f"{type(exc).__name__}: {exc}"[:500])
 

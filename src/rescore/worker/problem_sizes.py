@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from rescore.model.derivations import Assignment, top_level_assignments
+from rescore.model.derivations import Assignment, following, top_level_assignments
 from rescore.oracle.reference import ReferenceRejects
 
 
@@ -40,15 +40,12 @@ def derived_values(module: types.ModuleType, sizes: dict[str, int]) -> dict[str,
     module's own assignments executed in order with the varied names bound; the names that follow
     no varied size keep their module value. Raises DerivationFails when an assignment raises."""
     file = getattr(module, "__file__", None)
-    assignments = _assignments(module.__name__, file) if file else ()
+    codes = dict(_assignments(module.__name__, file)) if file else {}
     namespace = dict(vars(module))
     namespace.update({name: int(value) for name, value in sizes.items()})
     moved = set(sizes)
-    for assignment, code in assignments:
-        if set(assignment.targets) & set(sizes):
-            continue  # a varied size: its drawn value stands
-        if not assignment.reads & moved:
-            continue
+    for assignment in following(codes, sizes):  # a varied size's drawn value stands
+        code = codes[assignment]
         try:
             value = eval(code, namespace)  # noqa: S307 - the problem's own top-level expression
             bound = _unpack(assignment.targets, value)
@@ -87,16 +84,21 @@ def bound_sizes(module: types.ModuleType, sizes: dict[str, int]):
                 setattr(module, name, value)
 
 
-def input_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[int, ...] | None]:
-    """Shapes of `get_inputs()` at these sizes, computed on the meta device (no memory is touched)."""
+def inputs_at(module: types.ModuleType, sizes: dict[str, int]) -> list:
+    """`get_inputs()` at these sizes on the meta device (no memory is touched); drawn for real, from
+    seed 0, by a factory that cannot run on meta."""
     with bound_sizes(module, sizes):
         try:
             with torch.device("meta"):
-                inputs = module.get_inputs()
-        except Exception:
+                return list(module.get_inputs())
+        except Exception:  # noqa: BLE001
             torch.manual_seed(0)
-            inputs = module.get_inputs()
-    return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in inputs]
+            return list(module.get_inputs())
+
+
+def input_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[int, ...] | None]:
+    """Shapes of `get_inputs()` at these sizes (`inputs_at`)."""
+    return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in inputs_at(module, sizes)]
 
 
 def param_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[int, ...]]:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from rescore.analysis.papers import p1, p2, p3, p4, published, render
 from rescore.model.records import LABELS
-from rescore.model.tables import SCHEMAS, read_parquet, write_parquet, write_text
+from rescore.model.tables import read_parquet, write_parquet, write_text
 
 ABOUT_MATCH = (
     "Paper rows are matched to rescore kernels by name where the dump has a kernel of the paper's name (the "
@@ -96,18 +96,11 @@ def _finish(table: str, df: pd.DataFrame, out: dict, cases: pd.DataFrame, subs: 
     write_text(md, out["table_md"])
 
 
-def read_cases(path: str) -> pd.DataFrame:
-    """The cases table; one made before rescore recorded `output_nonfinite` is read too, so that P3
-    can say which rows it cannot give instead of refusing the whole run."""
-    df = read_parquet(path)
-    missing = set(SCHEMAS["cases"].names) - set(df.columns) - {p3.NAN_COLUMN}
-    if missing:
-        raise ValueError(f"{path}: table 'cases' lacks columns {sorted(missing)}; rebuild it")
-    return df
-
-
 def _load(inputs: dict[str, str], opts: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return dump_tables(read_cases(inputs["cases"]), read_parquet(inputs["submissions"], "submissions"), opts["dump"])
+    # a cases table made before rescore recorded `output_nonfinite` is read too: P3 then says which rows
+    # it cannot give instead of refusing the whole run
+    cases = read_parquet(inputs["cases"], "cases", optional={p3.NAN_COLUMN})
+    return dump_tables(cases, read_parquet(inputs["submissions"], "submissions"), opts["dump"])
 
 
 def build_p1_verdicts(inputs: dict, out: dict, opts: dict) -> None:
