@@ -102,3 +102,24 @@ def test_a_cuda_c_source_not_built_yet_weighs_a_cold_build_on_a_gpu(tmp_path, mo
     where, weight = shards.shard_assignment([torch_sub, cuda_sub], 2, "cuda")
     assert weight[cuda_sub.submission_id] == weight[torch_sub.submission_id] + shards.COLD_BUILD_S
     assert where[cuda_sub.submission_id] != where[torch_sub.submission_id]
+
+
+def test_every_shard_weighs_builds_by_the_cache_as_the_dump_was_read(tmp_path, monkeypatch):
+    """The shards that start first build into the cache; one starting later deals the submissions
+    out as they did (else some would run twice and some never)."""
+    from dataclasses import replace
+
+    from conftest import toy_submission
+
+    from rescore.engine import shards
+    from rescore.model.records import content_hash
+
+    monkeypatch.setenv("RESCORE_CUDA_CACHE", str(tmp_path))
+    torch_sub = toy_submission("problem_scale.py", "torch_correct.py")
+    cuda_sub = replace(torch_sub, name="ext", language="cuda", source="load_inline(...)\n" + torch_sub.source,
+                       extra={})
+    shards.note_cached_builds([torch_sub, cuda_sub])  # at ingest: not built
+    first = shards.shard_assignment([torch_sub, cuda_sub], 2, "cuda")
+    (tmp_path / content_hash(cuda_sub.source)).mkdir()  # an early shard built it
+    assert shards.shard_assignment([torch_sub, cuda_sub], 2, "cuda") == first
+    assert first[1][cuda_sub.submission_id] == first[1][torch_sub.submission_id] + shards.COLD_BUILD_S

@@ -69,6 +69,7 @@ def setup_logging(path: str | None) -> None:
 
 def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> None:
     subs = read_dump(name, spec)
+    shards_.note_cached_builds(subs)  # every shard of the run then deals the submissions out alike
     rows = [s.row() for s in subs]
     write_parquet(pd.DataFrame(rows), out_submissions, "submissions")
     write_text(json.dumps([submission_to_dict(s) for s in subs]), out_manifest)

@@ -8,11 +8,13 @@ from the costs a previous run measured (`COSTS`, and `COSTS_CUDA` for a GPU run,
 `tools/shard_costs.py`). A submission the
 file does not list (a new dump, a new entry, a CUDA C submission, which a CPU run skips and so
 cannot time) counts as the median cost; on the CPU CUDA C is free (`expected_costs`), on a GPU a CUDA
-C source not yet built adds its build (a check shard builds its own: `COLD_BUILD_S`). The language
+C source not in the build cache when the dump was read adds its build (a check shard builds its own:
+`COLD_BUILD_S`). The language
 alone predicts nothing better: weighted by the H100 run's median per language (CUDA C 85 s, PyTorch
 22 s), CUDA-L1's slowest of 48 shards would have taken 756 s instead of 690 s with equal weights
-(344 s with the measured costs). The assignment depends only on the manifest, that file, the build
-cache and the device, so a resumed run gives every shard the same submissions. Which shard runs a
+(344 s with the measured costs). The assignment depends only on the manifest (which says what the
+build cache held when the dump was read), that file and the device, so every shard of a run, and a
+resumed run, gives every shard the same submissions. Which shard runs a
 submission changes no result, only when it is done. A dump never gets more shards than it has
 submissions to run (`shard_count`).
 """
@@ -67,14 +69,32 @@ def expected_costs(subs: list, device: str, path: Path | None = None) -> dict[st
     return costs
 
 
+# In a manifest's `extra` of a CUDA C submission: whether the build cache held its source when the
+# dump was read. Every shard of a run weighs builds by it, not by the cache as it finds it: the shards
+# that start first build into the cache, and a later one would otherwise deal the submissions out
+# differently (some run twice, some never).
+CACHED_AT_INGEST = "cuda_build_cached"
+
+
+def _cached(sub) -> bool:
+    return (cuda_cache_root() / content_hash(sub.source)).is_dir()
+
+
+def note_cached_builds(subs: list) -> None:
+    """Record in each CUDA C submission's `extra` whether the build cache holds it now (at ingest)."""
+    for s in subs:
+        if s.language == "cuda":
+            s.extra[CACHED_AT_INGEST] = _cached(s)
+
+
 def build_costs(subs: list, device: str) -> dict[str, float]:
     """submission_id -> seconds its shard spends building it first: COLD_BUILD_S for a CUDA C source
-    on a GPU that the build cache does not hold yet, else nothing."""
+    on a GPU that the build cache did not hold when the dump was read (else as it holds now), else
+    nothing."""
     if device != "cuda":
         return {}
-    root = cuda_cache_root()
     return {s.submission_id: COLD_BUILD_S for s in subs
-            if s.language == "cuda" and not (root / content_hash(s.source)).is_dir()}
+            if s.language == "cuda" and not s.extra.get(CACHED_AT_INGEST, _cached(s))}
 
 
 def shard_assignment(subs: list, shards: int, device: str, gpus: int = 1) -> tuple[dict[str, int], dict[str, float]]:
