@@ -152,6 +152,9 @@ class Worker:
         # request's timeout
         self.call_limit = None
         self.phases: PhaseLog | None = None  # where the requests' time goes (the phase table); None: not kept
+        self._starting: str | None = None  # the phase the next answer's wait is charged to (a fresh worker's start)
+        self._whole: str | None = None  # the phase the next request's whole time is charged to (a restart's load)
+        self._started_in = 0.0
 
     def start(self) -> None:
         to_child_r, to_child_w = os.pipe()
@@ -271,36 +274,33 @@ class Worker:
         began = time.monotonic()
         if load and self.proc is not None and (self.loads >= MAX_LOADS or self.last_rss > MAX_RSS):
             self.stop()  # a fresh worker for the next submission: memory stays bounded over a long run
-        started = None  # a fresh worker's start: (the phase it is charged to, its seconds)
         if self.proc is None:
             again = self.job is not None and not load
             self.start()
-            started = (phase_log.RESTART if again else phase_log.WORKER_START, time.monotonic() - began)
-            if again:  # a fresh process's start, and its load again, are not the case's time
-                self._ask(encode(Load(self.job)), max(timeout, self.load_timeout), whole=phase_log.RESTART,
-                          started=started)
-                started = None
+            self._starting, self._started_in = (phase_log.RESTART if again else phase_log.WORKER_START,
+                                                time.monotonic() - began)
+            if again:  # a fresh process's start is not the case's time
+                self._whole = phase_log.RESTART
+                self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
         if load:
             self.share.begin()
         elif self.share.lock.held is None:  # a retry alone holds the device already: it waits for no one
             self.share.reserve()
-        result = self._ask(encode(msg), timeout, started=started)
+        result = self._ask(encode(msg), timeout)
         if load and self.share.lock.held is None:
             self.share.reserve()  # the new submission's estimate, waited for outside its load's time
         return result
 
-    def _ask(self, wire: tuple, timeout: float, whole: str | None = None,
-             started: tuple[str, float] | None = None):
+    def _ask(self, wire: tuple, timeout: float):
         """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose
-        turn it is on the way: `_wait`). `whole`: the phase the request's whole time is charged to (a
-        restart's load); `started`: the phase and seconds of the worker's start just before it."""
+        turn it is on the way: `_wait`)."""
         if wire[0] == Kind.LOAD:
             wire = (Kind.LOAD.value, _absolute_job(wire[1]))
             self.loads += 1
         token = os.urandom(16)
         sent = time.monotonic()
-        starting, started_in = started if started is not None else (None, 0.0)
-        charge = whole
+        starting, self._starting = self._starting, None
+        charge, self._whole = self._whole, None  # the phase the whole request's time goes to, if one
         clock = TurnClock(wire[0] in TURNED, timeout, self.call_limit, sent)
         # A load holds no lock: it allocates little on the device and may build a CUDA extension
         # for minutes, which a retry alone would wait for with every other shard stopped behind it.
@@ -342,12 +342,12 @@ class Worker:
         spent = spent if isinstance(spent, dict) else {}
         waited = time.monotonic() - sent
         if charge is not None:
-            self._charge(charge, waited + started_in)
+            self._charge(charge, waited + (self._started_in if starting else 0.0))
         else:
             if self.phases is not None:
                 self.phases.add_all(spent)
             busy = sum(v for v in spent.values() if isinstance(v, (int, float)))
-            self._charge(starting or phase_log.IPC, waited - busy + started_in)
+            self._charge(starting or phase_log.IPC, waited - busy + (self._started_in if starting else 0.0))
         if clock.limit_s is not None:
             result["limit_s"] = round(clock.limit_s, 3)
         if self.phases is not None:
