@@ -145,6 +145,31 @@ def test_the_reservation_follows_the_reference_peak_then_what_the_worker_held(tm
     assert share.owner not in Ledger(tmp_path, "gpu-3").entries()
 
 
+def test_the_measured_reference_peak_is_the_references_own_not_what_the_process_held(monkeypatch):
+    """The fixed check's peak counts the reference's inputs, weights and what the allocator took
+    during its call, never the candidate's model or outputs already held (the reservation multiplies it)."""
+    from rescore.worker import footprint
+
+    held = {"now": 10 << 30, "peak": 10 << 30}  # 10 GiB held before the call: the candidate's, not the reference's
+    monkeypatch.setattr(footprint.torch.cuda, "memory_allocated", lambda: held["now"])
+    monkeypatch.setattr(footprint.torch.cuda, "max_memory_allocated", lambda: held["peak"])
+    monkeypatch.setattr(footprint.torch.cuda, "reset_peak_memory_stats", lambda: held.update(peak=held["now"]))
+    monkeypatch.setattr(footprint, "_cuda_bytes", footprint.input_bytes)  # these CPU tensors stand for the device's
+    model, x = footprint.torch.nn.Linear(256, 256), footprint.torch.ones(64, 256)
+    own = footprint.input_bytes([x, *model.parameters()])
+    peak = footprint.ReferencePeak("cuda")
+    with peak.around(model, (x,)):
+        held["peak"] += 3 << 20  # its intermediates and output
+    assert peak.peak == own + (3 << 20)
+    with peak.around(model, (x,)):
+        held["peak"] += 1 << 20  # a smaller call keeps the larger peak
+    assert peak.peak == own + (3 << 20)
+    cpu = footprint.ReferencePeak("cpu")
+    with cpu.around(model, (x,)):
+        pass
+    assert cpu.peak == 0
+
+
 def test_a_result_that_still_ran_out_alone_is_skipped_with_the_bytes():
     row = {"outcome": Outcome.OOM, "reason": "out of memory in the candidate: OutOfMemoryError: ...",
            ALONE_KEY: {"by": "the candidate", "bytes": int(1.65 * 2**30), "reference_ran": True}}

@@ -54,6 +54,7 @@ def _step(work: Path, name: str, done: bool, cases_table: bool = True) -> Path:
     files = {"snakemake.out": b"done", "config/config.yaml": b"dumps: {}",
              "results/tables/illusion.parquet": b"t", "results/logs/check/ext/shard-0.log": b"log",
              "results/cases/ext/shard-0.parquet": b"shard", "results/ingest/ext/manifest.json": b"sources",
+             "results/phases/ext/shard-0.parquet": b"phases",
              "results/failures/reproducers/f.json": b"r", "results/failures/failures.parquet": b"f",
              "results/sanitizer.md": b"s", ".rescore-cache/static/x": b"c",
              "results/tables/cases.parquet": b"c" if cases_table else None}
@@ -73,7 +74,7 @@ def test_a_steps_pack_holds_its_tables_and_logs_and_the_shards_only_when_it_has_
                      "results/sanitizer.md", "results/tables/cases.parquet", "results/tables/illusion.parquet",
                      "snakemake.out"]
     running = {str(p) for p in pack_steps.members(tmp_path / "ext", finished=False)}
-    assert running == {*names, "results/cases/ext/shard-0.parquet"}
+    assert running == {*names, "results/cases/ext/shard-0.parquet", "results/phases/ext/shard-0.parquet"}
     _step(tmp_path, "cold", done=True, cases_table=False)  # ended without its cases table: the shards come
     assert "results/cases/ext/shard-0.parquet" in {str(p) for p in pack_steps.members(tmp_path / "cold", True)}
     (tmp_path / "fixtures" / "logs").mkdir(parents=True)

@@ -8,10 +8,11 @@ call of the device tool returns: at most 8 files of at most 16 MiB, and here at 
 
 A pipeline step's pack holds its tables, papers, figures, logs, progress files, `snakemake.out` and
 config; never its ingest manifests (the dumps' own sources), reproducers or caches. A step still
-running also packs its check shards' case files, from which `tools/partial_tables.py` makes the
-tables. A step with no `results/` (the GPU fixtures) is packed whole. A pack over 15 MiB is split
-into `NAME.tgz.part-aa`, `-ab`, ... (`cat NAME.tgz.part-* | tar -xz`). What does not fit is left
-out, the largest partial pack first, and `status.tgz`'s MANIFEST.txt says so.
+running also packs its check shards' case and phase files, from which `tools/partial_tables.py` makes
+the tables and `bench/phases.py` the phase summary. A step with no `results/` (the GPU fixtures) is
+packed whole. A pack over 15 MiB is split into `NAME.tgz.part-aa`, `-ab`, ... (`cat NAME.tgz.part-*
+| tar -xz`). What does not fit is left out, the largest partial pack first, and `status.tgz`'s
+MANIFEST.txt says so.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ KEEP_DIRS = ("results/tables/", "results/papers/", "results/figures/", "results/
              "results/cuda_builds/", "results/degenerate/")
 KEEP_FILES = ("snakemake.out", "config/config.yaml", "results/*.md", "results/*.parquet",
               "results/failures/failures.parquet", "results/failures/shrunk.parquet")
-SHARD_DIRS = ("results/cases/", "results/failures/shrunk/")
+SHARD_DIRS = ("results/cases/", "results/phases/", "results/failures/shrunk/")
 
 
 def members(step: Path, finished: bool) -> list[Path]:

@@ -139,7 +139,7 @@ class Watched:
                  peak: footprint.ReferencePeak | None = None, turns: Turns | None = None):
         self._model, self._guard, self._record = model, guard, record
         self._last = last if last is not None else []
-        self._peak = peak if peak is not None else contextlib.nullcontext()
+        self._peak = peak
         self._turns = turns  # the reference's: its time at the benchmark's sizes limits the candidate's call
 
     def to(self, *args, **kwargs) -> Watched:
@@ -155,7 +155,8 @@ class Watched:
                 self._turns.harness()
             start = time.perf_counter()
             try:
-                with self._record, self._peak:
+                around = self._peak.around(self._model, args) if self._peak is not None else contextlib.nullcontext()
+                with self._record, around:
                     out = self._model(*args, **kwargs)
                 if self._turns is not None and any(o.is_cuda for o in flatten(out) or []):
                     torch.cuda.synchronize()  # its own time, not the time it took to queue

@@ -5,17 +5,19 @@ memory back when a retry waits to have the device to itself.
 - at load, the reference's peak at the benchmark's sizes, traced on the meta device (no memory
   used; the tensors each op creates, minus those already dropped), or its inputs' and weights'
   bytes where the trace fails (a reference that leaves torch, or branches on values);
-- in the fixed check, the peak the allocator measured around the reference's calls
-  (`ReferencePeak`), which replaces the trace;
+- in the fixed check, the reference's own peak measured around its calls (`ReferencePeak`: its
+  inputs, weights and what the allocator took during the call), which replaces the trace;
 - after every request, the bytes the caching allocator holds and the device's size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import types
 import weakref
+from collections.abc import Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -66,9 +68,7 @@ def estimate_reference(problem: types.ModuleType) -> int | None:
             model = problem.Model(*init)
     except Exception:  # noqa: BLE001 - no estimate: the measured peak will come from the fixed check
         return None
-    weights = (input_bytes(list(model.parameters())) + input_bytes(list(model.buffers()))
-               if isinstance(model, torch.nn.Module) else 0)
-    base = input_bytes(inputs) + weights
+    base = input_bytes(inputs + _weights(model))
     try:
         meta = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
         with torch.no_grad(), _Live(base) as live:
@@ -78,22 +78,41 @@ def estimate_reference(problem: types.ModuleType) -> int | None:
         return base or None
 
 
+def _weights(model) -> list:
+    """A module's parameters and buffers (none for a callable that is not a module)."""
+    return list(model.parameters()) + list(model.buffers()) if isinstance(model, torch.nn.Module) else []
+
+
 class ReferencePeak:
-    """Around each of the reference's calls in the fixed check: the most the allocator held during
-    any of them (its inputs, weights and intermediates, and what the process already held)."""
+    """Around each of the reference's calls in the fixed check: the most the reference itself held
+    during any of them, its inputs and weights on the device plus what the allocator took beyond
+    what it held when the call began. What else the process held then (the candidate's model and
+    outputs, the check's other trials) is not the reference's, and the reservation multiplies this
+    peak by `sharing.FACTOR`: counted in, it made reservations of tens of GiB for a reference of a
+    few, and every other worker waited for them."""
 
     def __init__(self, device: str):
         self.on = device == "cuda"
         self.peak = 0
 
-    def __enter__(self) -> ReferencePeak:
-        if self.on:
-            torch.cuda.reset_peak_memory_stats()
-        return self
+    @contextlib.contextmanager
+    def around(self, model, args: tuple) -> Iterator[None]:
+        """Measure one call of `model` on `args`."""
+        if not self.on:
+            yield
+            return
+        held = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        try:
+            yield
+        finally:
+            grown = max(0, int(torch.cuda.max_memory_allocated()) - held)
+            own = _cuda_bytes(list(args) + _weights(model))
+            self.peak = max(self.peak, own + grown)
 
-    def __exit__(self, *exc) -> None:
-        if self.on:
-            self.peak = max(self.peak, int(torch.cuda.max_memory_allocated()))
+
+def _cuda_bytes(values) -> int:
+    return input_bytes([x for x in values if isinstance(x, torch.Tensor) and x.is_cuda])
 
 
 def report(device: str, result: dict) -> dict:
