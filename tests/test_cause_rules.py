@@ -16,12 +16,13 @@ from rescore.analysis.causes import NO_CAUSE, causes_table, load_classes, precis
 from rescore.analysis.study import submission_cause
 from rescore.corpus.catalog import load_corpus
 from rescore.inputs.strategies import CaseSpec
-from rescore.worker import specialised
+from rescore.worker import specialised, streams
 from rescore.worker.experiments import NUMERICS_FLAGS, Cause, Explainer, precision_flags
 from rescore.worker.guard import Guard
 from rescore.worker.integrity import Harness
 from rescore.worker.job import Loaded
 from rescore.worker.streams import as_seen_from
+from rescore.worker.usage import OpRecorder
 
 BENCH = {"batch_size": 8, "dim": 1024}
 SMALL = {"batch_size": 3, "dim": 100}
@@ -257,3 +258,22 @@ def test_the_judged_output_is_a_copy_taken_on_the_callers_stream():
     assert isinstance(pair, list) and [t.shape for t in pair] == [(2,), (3,)]
     odd = {"not": "tensors"}
     assert as_seen_from(stand_in, odd) is odd  # judged (and rejected) as it is
+
+
+def test_the_copy_is_taken_the_moment_the_call_returns_before_the_guards_checks(monkeypatch):
+    """The guard's checks after a call take host time in which a side stream can finish its writes:
+    the output is copied on the caller's stream before they run, and the copy is not the candidate's op."""
+    monkeypatch.setattr(streams, "caller_stream", lambda device: object())  # a stream stand-in, as above
+    out = torch.zeros(4)
+
+    class Checking:
+        def call(self, fn, *args):
+            result = fn(*args)
+            out.fill_(1.0)  # the side stream's write lands while the guard checks the call
+            return result
+
+    record = OpRecorder()
+    got, seen = streams.call_seen(Checking(), out.add_,
+                                  torch.zeros(4), device="cuda", record=record)
+    assert got is out and torch.equal(seen, torch.zeros(4))
+    assert record.ops == {"add_"}  # the candidate's op, not the harness's copy

@@ -29,7 +29,7 @@ from rescore.worker.integrity import digest, digests
 from rescore.worker.loading import cannot_run
 from rescore.worker.placement import judged_where, lowp
 from rescore.worker.protocol import EXPLAIN_KEY
-from rescore.worker.streams import as_seen_from, caller_stream
+from rescore.worker.streams import call_seen
 from rescore.worker.usage import Launches, OpRecorder, kernel_findings, output_findings
 
 SIZE_RETRIES = 6
@@ -190,9 +190,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
             with phases("digest"):
                 guarded_before = digest(before)
             launches = Launches.count
-            stream = caller_stream(device)
-            out = guard.call(model, *cand_inputs, record=record)
-            seen = as_seen_from(stream, out)
+            out, seen = call_seen(guard, model, *cand_inputs, device=device, record=record)
         if device == "cuda":
             torch.cuda.synchronize()
     except BaseException as exc:  # noqa: BLE001
@@ -255,10 +253,8 @@ def rerun(ctx: WorkerContext, model, lowp_inputs: list, layout: str) -> tuple | 
     output, and that output as the caller's stream saw it right after the call; None when it raised."""
     inputs = case_inputs.candidate_inputs(lowp_inputs, layout)
     try:
-        stream = caller_stream(ctx.device)
         with torch.no_grad():
-            again = ctx.guard.call(model, *inputs)
-            seen = as_seen_from(stream, again)
+            again, seen = call_seen(ctx.guard, model, *inputs, device=ctx.device)
         if ctx.device == "cuda":
             torch.cuda.synchronize()
     except BaseException as exc:  # noqa: BLE001

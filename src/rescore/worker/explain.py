@@ -33,7 +33,7 @@ from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure
 from rescore.worker.experiments import REPEATED_PASSES, CaseTrace, Cause, Confirmed
 from rescore.worker.placement import judged_where
-from rescore.worker.streams import as_seen_from, caller_stream
+from rescore.worker.streams import call_seen
 from rescore.worker.usage import OpRecorder
 
 # The outcomes a cause is looked for.
@@ -149,13 +149,11 @@ def again(ctx: WorkerContext, trace: CaseTrace, context=contextlib.nullcontext, 
         torch.cuda.synchronize()
     wanted = trace.lowp_inputs if values is None else values
     inputs = case_inputs.candidate_inputs(wanted if first is None else first, trace.spec.layout)
-    stream = caller_stream(ctx.device)
     with torch.no_grad():
         if first is not None:
             ctx.guard.call(model, *inputs)
             case_inputs.refill(inputs, wanted)
-        out = ctx.guard.call(run, *inputs)
-        copy = as_seen_from(stream, out)
+        out, copy = call_seen(ctx.guard, run, *inputs, device=ctx.device)
     if ctx.device == "cuda":
         torch.cuda.synchronize()
     return Call(out, copy, seen.get("watched"), seen.get("check"), inputs)
