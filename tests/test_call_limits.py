@@ -101,6 +101,18 @@ def test_the_experiments_stop_past_their_allowance_and_after_one_that_did_not_an
     assert row == {"outcome": "mismatch", "wall_ms": 2000.0} and experiments.broken == "no answer within 5 s"
     experiments.explain(dead, dict(failed), pace)
     assert dead.asked == 1  # not asked again
+    # the experiments' own code failing is no verdict on the kernel: the case keeps its own
+    passing = {"outcome": "pass", "wall_ms": 1.0, "_explain": True}  # due its probe of later calls
+    oom = Stub({"outcome": "oom", "reason": "out of memory in the reference", "_alone": {"by": "the reference"}})
+    experiments = Experiments()
+    assert experiments.explain(oom, dict(passing), pace) == {"outcome": "pass", "wall_ms": 1.0}
+    assert experiments.broken is None  # beside other workers: the next case's may fit
+    crash = Stub({"outcome": "crash", "reason": "harness: KeyError: 'x'"})
+    assert experiments.explain(crash, dict(failed), pace) == {"outcome": "mismatch", "wall_ms": 2000.0}
+    assert experiments.broken == "harness: KeyError: 'x'"
+    flagged = Stub({"outcome": "bad_output", "reason": "call 4 overwrote", "cause": "output_aliasing",
+                    "cause_evidence": "call 4 overwrote"})
+    assert Experiments().explain(flagged, dict(passing), pace)["outcome"] == "bad_output"  # the probe's own verdict
 
 
 def test_the_worker_notes_whose_turn_it_is_and_a_compile_pauses_the_candidates():

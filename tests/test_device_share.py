@@ -205,6 +205,8 @@ def _wrapped() -> BaseException:
     (OutOfMemoryError("CUDA out of memory. Tried to allocate 1.65 GiB. GPU 0 has a total capacity of 79.18 GiB"),
      int(1.65 * 2**30)),
     (AcceleratorError("CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation'"), None),
+    (AcceleratorError("CUDA error: CUDA-capable device(s) is/are busy or unavailable\nSearch for "
+                      "`cudaErrorDevicesUnavailable'"), None),
     (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), None),
     (RuntimeError("CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"), None),
     (RuntimeError("cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"), None),

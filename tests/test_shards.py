@@ -123,3 +123,17 @@ def test_every_shard_weighs_builds_by_the_cache_as_the_dump_was_read(tmp_path, m
     (tmp_path / content_hash(cuda_sub.source)).mkdir()  # an early shard built it
     assert shards.shard_assignment([torch_sub, cuda_sub], 2, "cuda") == first
     assert first[1][cuda_sub.submission_id] == first[1][torch_sub.submission_id] + shards.COLD_BUILD_S
+
+
+def test_a_protocol_key_left_in_a_case_row_is_logged_and_dropped_not_the_shard(caplog):
+    """A worker-protocol key in a case row (a fault of rescore) would make the cases table refuse
+    the shard, losing every result in it: it is dropped, and the log names it."""
+    from rescore.stages import without_protocol_keys
+
+    rows = [{"outcome": "pass", "wall_ms": 1.0}, {"outcome": "mismatch", "_alone": {"by": "the reference"}}]
+    with caplog.at_level("ERROR", logger="rescore"):
+        kept = without_protocol_keys(rows, 8)
+    assert kept == [{"outcome": "pass", "wall_ms": 1.0}, {"outcome": "mismatch"}]
+    assert "shard 8" in caplog.text and "_alone" in caplog.text
+    clean = [{"outcome": "pass"}]
+    assert without_protocol_keys(clean, 0) is clean

@@ -76,6 +76,18 @@ def ingest(name: str, spec: dict, out_submissions: str, out_manifest: str) -> No
     log.info("dump %s: %d submissions", name, len(subs))
 
 
+def without_protocol_keys(rows: list[dict], shard: int) -> list[dict]:
+    """The case rows without the worker protocol's own keys (`_alone`, `_explain`, ...), which the
+    parent takes out as it reads an answer: one left in is a fault of rescore, logged, and dropped
+    rather than lose every result of the shard to the table's schema."""
+    leaked = sorted({key for row in rows for key in row if key.startswith("_")})
+    if not leaked:
+        return rows
+    log.error("shard %d: the worker protocol's keys %s were left in its case rows (a fault of rescore, not of "
+              "a kernel; please report it with this log): dropped", shard, ", ".join(leaked))
+    return [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
+
+
 def run_shard(
     manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
     progress_dir: str | None = None, gpus: int = 1, out_phases: str | None = None, out_builds: str | None = None,
@@ -153,7 +165,7 @@ def run_shard(
         progress.close()
     log.info("shard %d: done in %.1f s%s", shard, time.monotonic() - began,
              "" if gpu is None else f" on CUDA_VISIBLE_DEVICES={gpu}")  # each GPU's busy time (scripts/gpu)
-    write_parquet(pd.DataFrame(rows), out_cases, "cases")
+    write_parquet(pd.DataFrame(without_protocol_keys(rows, shard)), out_cases, "cases")
     write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
     if out_phases:
         write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")

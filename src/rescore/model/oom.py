@@ -29,6 +29,10 @@ OOM_MARKERS = (
     "cufft_alloc_failed",
     "cusolver_status_alloc_failed",
     "cusparse_status_alloc_failed",
+    # the driver's answer when a CUDA context (a restarted worker's) cannot be made on a device whose
+    # memory other workers hold
+    "busy or unavailable",
+    "cudaerrordevicesunavailable",
 )
 
 _SIZE = re.compile(r"(?:tried to allocate|unable to allocate)\s+([\d.]+)\s*(bytes|[KMGTP]i?B)", re.IGNORECASE)
