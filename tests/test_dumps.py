@@ -646,18 +646,22 @@ def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_buil
 
     from rescore.runtime import extensions
     from rescore.worker import prebuilt
+    from rescore.worker.turns import Turns
 
     built, imported = [], []
 
     def fake_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cuda_cflags=None,
                          build_directory=None, verbose=False, is_python_module=True):
-        built.append(name)
+        built.append((name, turns.compiles))  # inside a call (a build on first use): the compiler's turn
         return "built"
 
     monkeypatch.setattr(cpp_extension, "load_inline", fake_load_inline)
     monkeypatch.setattr(cpp_extension, "_import_module_from_library",
                         lambda module, path, is_python: imported.append((module, path, is_python)) or "prebuilt")
     monkeypatch.setattr(prebuilt.PrebuiltState, "active", None)
+    turns, notes = Turns(), []
+    turns.begin(notes.append)
+    monkeypatch.setattr(prebuilt.PrebuiltState, "turns", turns)
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "before"))
     source = "a CUDA submission's source"
     library = extensions.extensions_dir(source, tmp_path) / "ext"
@@ -675,7 +679,8 @@ def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_buil
     assert cpp_extension.load_inline(*call[0], extra_cuda_cflags=["-O3"], **call[1]) == "built"
     (library / "ext.so").unlink()
     assert cpp_extension.load_inline(*call[0], **call[1]) == "built"
-    assert built == ["ext"] * 3
+    assert built == [("ext", 1)] * 3 and turns.compiles == 0
+    assert [n["by"] for n in notes[:2]] == ["compiler", "candidate"]  # its call's limit paused, then afresh
 
 
 @pytest.mark.slow

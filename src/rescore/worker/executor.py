@@ -24,6 +24,7 @@ from rescore.worker.guard import Guard
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
 from rescore.worker.placement import TruthPlacement
+from rescore.worker.prebuilt import PrebuiltState
 from rescore.worker.turns import watch_triton
 from rescore.worker.usage import ExtensionUse, cuda_columns
 
@@ -67,9 +68,10 @@ class Executor:
 
     def arm(self, audit: confine.Audit | None = None) -> None:
         """Take the snapshots the candidate will be checked against (`Guard.arm`), Triton's compiles
-        noted as the compiler's turn first (on a GPU: `turns.watch_triton`)."""
+        and CUDA builds noted as the compiler's turn first (on a GPU: `turns.watch_triton`; `prebuilt`)."""
         if self.device == "cuda":
             watch_triton(self.guard.turns)
+        PrebuiltState.turns = self.guard.turns  # a CUDA build inside a call: the compiler's turn too
         self.guard.arm(audit)
 
     @property

@@ -22,14 +22,20 @@ instead of resetting it after every call and recording a patch.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rescore.model.builds import BuildStatus
 from rescore.runtime.extensions import CALLS, MARKER, build_key, call_fingerprint, extensions_dir
 from rescore.worker.usage import ExtensionUse, counted
+
+if TYPE_CHECKING:
+    from rescore.worker.turns import Turns
 
 
 class PrebuiltState:
@@ -38,6 +44,21 @@ class PrebuiltState:
     volatile = True  # integrity.py leaves it out of the harness snapshot: it changes inside candidate calls
     active: Path | None = None
     built: dict[tuple[str, str], tuple[str, str]] = {}  # (folder, fingerprint) -> (build dir, module name)
+    turns: Turns | None = None  # the worker's (`executor.arm`): a build inside a call is the compiler's turn
+
+
+@contextlib.contextmanager
+def _compiler_turn() -> Iterator[None]:
+    """A build or a library's import, inside a candidate's call when it comes from `forward` (a
+    `load_inline` done on first use): the compiler's turn, which the call's limit does not count."""
+    turns = PrebuiltState.turns
+    if turns is not None:
+        turns.compiling()
+    try:
+        yield
+    finally:
+        if turns is not None:
+            turns.compiled()
 
 
 def activate(source: str, root: str | os.PathLike | None = None) -> Path:
@@ -81,7 +102,9 @@ def _load_inline_prebuilt(original):
 
             path, module_name, is_python_module = library
             try:
-                return counted(cpp_extension._import_module_from_library(module_name, str(path), is_python_module))
+                with _compiler_turn():
+                    module = cpp_extension._import_module_from_library(module_name, str(path), is_python_module)
+                return counted(module)
             except Exception as exc:
                 ExtensionUse.failed.append((BuildStatus.LOAD_FAILED.value, f"{type(exc).__name__}: {exc}"))
                 raise
@@ -109,7 +132,8 @@ def _recorded(original, args: tuple, kwargs: dict):
     """Call torch's `load_inline` / `load`; a failure is recorded as the compiler's or the import's
     (its library was built: the import failed), then raised to the candidate as torch raised it."""
     try:
-        return original(*args, **kwargs)
+        with _compiler_turn():
+            return original(*args, **kwargs)
     except Exception as exc:
         ExtensionUse.failed.append((_failed_stage(original, args, kwargs).value, f"{type(exc).__name__}: {exc}"))
         raise
