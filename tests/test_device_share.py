@@ -229,3 +229,41 @@ def test_every_form_of_out_of_memory_is_recognised(exc, asked):
 ])
 def test_other_failures_are_not_out_of_memory(exc):
     assert not is_oom(exc)
+
+
+def test_a_request_waiting_for_a_retry_alone_has_its_whole_time_after_the_wait(tmp_path, monkeypatch):
+    """A request that waits for another worker's retry alone (the device lock) starts its per-case
+    timeout and its call limits once it holds the lock: the wait is nobody's turn, and the phase
+    table shows it as `device_wait`."""
+    from conftest import toy_submission
+
+    from rescore.engine.phase_log import DEVICE_WAIT, PhaseLog
+    from rescore.engine.runner import RunConfig, run_submission
+    from rescore.engine.sandbox import Worker
+
+    monkeypatch.setenv("RESCORE_DEVICE_SHARE", str(tmp_path))
+    cfg = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=2)
+    sub = toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",))
+    worker = Worker("cpu", 1 << 15)
+    other = DeviceLock(tmp_path, worker.share.key)
+    holding, release = threading.Event(), threading.Event()
+
+    def retry_alone() -> None:
+        with other.exclusive():
+            holding.set()
+            release.wait(10)
+
+    try:
+        run_submission(sub, cfg, worker)  # the worker is up: its next load is quick
+        holder = threading.Thread(target=retry_alone)
+        holder.start()
+        holding.wait(5)
+        threading.Timer(3.0, release.set).start()  # longer than the 2 s per-case timeout
+        worker.phases = spent = PhaseLog()
+        rows = run_submission(sub, cfg, worker)
+        holder.join(10)
+    finally:
+        release.set()
+        worker.stop()
+    assert {r["outcome"] for r in rows} == {Outcome.PASS}
+    assert spent.seconds[DEVICE_WAIT] >= 2.5

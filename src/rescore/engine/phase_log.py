@@ -15,6 +15,7 @@ WORKER_START = "worker_start"  # a fresh worker's start (python, torch, the harn
 RESTART = "restart"  # a worker started again after one died, and the submission loaded into it again
 TIMEOUT_WAIT = "timeout_wait"  # waiting on a request that never answered, until its worker was killed
 DIED = "died"  # a request whose worker died before answering
+DEVICE_WAIT = "device_wait"  # waiting for device memory (`sharing.py`'s ledger) or for a retry holding the device alone
 IPC = "ipc"  # a request's round trip less the worker's own time (the pipe, pickling, waking up)
 SHRINK = "shrink"  # shrinking the submission's first fuzz failure (every request of it)
 PARENT = "parent"  # the rest of the submission's elapsed time: the runner's own work

@@ -285,11 +285,17 @@ class Worker:
         if load:
             self.share.begin()
         elif self.share.lock.held is None:  # a retry alone holds the device already: it waits for no one
-            self.share.reserve()
+            self._reserve()
         result = self._ask(encode(msg), timeout)
         if load and self.share.lock.held is None:
-            self.share.reserve()  # the new submission's estimate, waited for outside its load's time
+            self._reserve()  # the new submission's estimate, waited for outside its load's time
         return result
+
+    def _reserve(self) -> None:
+        """The device memory the submission needs, the wait for it charged as `device_wait`."""
+        began = time.monotonic()
+        self.share.reserve()
+        self._charge(phase_log.DEVICE_WAIT, time.monotonic() - began)
 
     def _ask(self, wire: tuple, timeout: float):
         """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose
@@ -301,12 +307,15 @@ class Worker:
         sent = time.monotonic()
         starting, self._starting = self._starting, None
         charge, self._whole = self._whole, None  # the phase the whole request's time goes to, if one
-        clock = TurnClock(wire[0] in TURNED, timeout, self.call_limit, sent)
         # A load holds no lock: it allocates little on the device and may build a CUDA extension
         # for minutes, which a retry alone would wait for with every other shard stopped behind it.
         held = self.share.lock.shared() if wire[0] != Kind.LOAD else contextlib.nullcontext()
+        locked = 0.0  # waiting for a retry that holds the device alone
         try:
             with held:
+                locked = time.monotonic() - sent
+                # the request's time runs from here: the wait for the lock is no turn's
+                clock = TurnClock(wire[0] in TURNED, timeout, self.call_limit, sent + locked)
                 self.send_conn.send((token, wire))
                 packet = self._wait(token, clock)
         except WorkerDied:
@@ -340,7 +349,8 @@ class Worker:
             status = Status.RESTART
         spent = result.pop(PHASES_KEY, None)
         spent = spent if isinstance(spent, dict) else {}
-        waited = time.monotonic() - sent
+        self._charge(phase_log.DEVICE_WAIT, locked)
+        waited = time.monotonic() - sent - locked
         if charge is not None:
             self._charge(charge, waited + (self._started_in if starting else 0.0))
         else:
