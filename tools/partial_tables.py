@@ -5,7 +5,8 @@ python tools/partial_tables.py RESULTS_DIR [--config config/config.yaml]
 A GPU lease can end before every check shard is written. This gathers the shard files that exist
 under RESULTS_DIR/cases/, keeps the submissions they hold, and derives the same tables the workflow
 derives (illusion, calibration, strategies, tolerances) into RESULTS_DIR/tables/, with the same
-library functions and the same configuration; then prints which submissions are missing. Every
+library functions and the same configuration (the submissions that ran: `submissions_ran.parquet`);
+then prints which submissions are missing. Every
 table says "over N of M submissions" only through that printout: read it before quoting a number.
 """
 
@@ -30,16 +31,18 @@ def main() -> None:
     config = yaml.safe_load(Path(args.config).read_text())
     shards = sorted((results / "cases").glob("*/shard-*.parquet"))
     cases = pd.concat([read_parquet(p, "cases") for p in shards], ignore_index=True)
-    ingested = sorted((results / "ingest").glob("*/submissions.parquet"))
+    tables = results / "tables"
+    # the dumps' submissions: their ingest (a run's own folder), else the gathered table (a GPU
+    # step's pack, which leaves the ingest folder out: it holds the dumps' sources)
+    ingested = sorted((results / "ingest").glob("*/submissions.parquet")) or [tables / "submissions.parquet"]
     subs = pd.concat([read_parquet(p, "submissions") for p in ingested], ignore_index=True)
     ran = subs[subs["submission_id"].isin(cases["submission_id"])]
-    tables = results / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     figures = results / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     write_parquet(cases, str(tables / "cases.parquet"), "cases")
-    write_parquet(ran, str(tables / "submissions.parquet"), "submissions")
-    c, s = str(tables / "cases.parquet"), str(tables / "submissions.parquet")
+    write_parquet(ran, str(tables / "submissions_ran.parquet"), "submissions")  # the dumps' list stays
+    c, s = str(tables / "cases.parquet"), str(tables / "submissions_ran.parquet")
     illusion(c, s, str(tables / "illusion.parquet"))
     calibrate(c, s, config["tolerance"]["quantile"], str(tables / "calibrated_tolerances.parquet"))
     strategies(c, s, config["study"]["seeds"], {
