@@ -41,6 +41,26 @@ def test_memcheck_reads_past_the_end_are_out_of_bounds_with_the_sanitizers_own_l
     assert not got.diagnoses[0].library_kernel
 
 
+def test_one_kernels_reads_and_writes_past_its_buffers_are_one_diagnosis_naming_both():
+    """As the H100 printed slack_write's unmasked kernel: each warp's reads past the input come before
+    its writes past the output; the diagnosis is one, and its reason names both kinds of access."""
+    def report(access: str, thread: int) -> str:
+        return (f"========= Invalid __global__ {access} of size 4 bytes\n"
+                "=========     at scale_relu_unmasked(const float *, float *)+0x90\n"
+                f"=========     by thread ({thread},0,0) in block (0,0,0)\n"
+                "=========     Access to 0x7f280aa00300 is out of bounds\n"
+                "=========     and is 241 bytes after the nearest allocation at 0x7f280aa00200 of size 16 bytes\n"
+                "========= \n")
+    text = ("========= COMPUTE-SANITIZER\n" + "".join(report("read", t) for t in (64, 65))
+            + "".join(report("write", t) for t in (64, 65)) + "========= ERROR SUMMARY: 1240 errors\n")
+    got = parse_report(text, "memcheck")
+    assert [(d.diagnosis, d.kernel, d.errors) for d in got.diagnoses] == [
+        ("out_of_bounds", "scale_relu_unmasked(const float *, float *)", 4)]
+    assert got.diagnoses[0].headlines == ["Invalid __global__ read of size 4 bytes",
+                                          "Invalid __global__ write of size 4 bytes"]
+    assert got.summary == "ERROR SUMMARY: 1240 errors"
+
+
 def test_racecheck_hazards_are_a_race_in_the_kernel_named_in_either_format():
     got = parse_report((LOGS / "racecheck.log").read_text(), "racecheck")
     assert got.summary.startswith("RACECHECK SUMMARY: 2 hazards displayed")

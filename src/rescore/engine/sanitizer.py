@@ -59,7 +59,7 @@ DEFAULTS = {
     "max_submissions": 200,
     "passing": False,
     "executable": "compute-sanitizer",
-    "print_limit": 20,  # error reports printed per run; the summary still counts them all
+    "print_limit": 100,  # error reports printed per run (a warp's reads come before its writes); the summary counts all
 }
 # Tools whose view of memory is the allocation: with the caching allocator on, they see its blocks.
 NO_CACHING_TOOLS = ("memcheck", "initcheck")
@@ -220,7 +220,7 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
     if found.diagnoses:
         return [dict(base, status="found", diagnosis=d.diagnosis, kernel=d.kernel, library_kernel=d.library_kernel,
                      errors=d.errors, report=d.report, summary=found.summary,
-                     reason=f"{tool}: {d.report.splitlines()[0]}"[:500]) for d in found.diagnoses]
+                     reason=f"{tool}: {'; '.join(d.headlines)}"[:500]) for d in found.diagnoses]
     case_end = f"the case ended {result.get('outcome')}: {result.get('reason', '')}"
     said = "; ".join([*found.notes, found.summary or "no summary"])
     if result.get("outcome") == Outcome.TIMEOUT:

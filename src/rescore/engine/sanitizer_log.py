@@ -46,6 +46,9 @@ class Diagnosis:
     kernel: str | None
     report: str  # the first error's lines as the sanitizer printed them (host backtrace left out)
     errors: int = 1  # error reports of this kind and kernel in the log
+    # each distinct headline of those reports, in order (an unmasked kernel reads past its input,
+    # then writes past its output: `Invalid __global__ read ...`, `Invalid __global__ write ...`)
+    headlines: list[str] = field(default_factory=list)
 
     @property
     def library_kernel(self) -> bool:
@@ -157,6 +160,8 @@ def parse_report(text: str, tool: str) -> SanitizerLog:
         key = (kind, kernel)
         if key in found:
             found[key].errors += max(hazards, 1)
+            if block[0] not in found[key].headlines:
+                found[key].headlines.append(block[0])
         else:
-            found[key] = Diagnosis(tool, kind, kernel, "\n".join(block)[:1500], max(hazards, 1))
+            found[key] = Diagnosis(tool, kind, kernel, "\n".join(block)[:1500], max(hazards, 1), [block[0]])
     return SanitizerLog(list(found.values()), " ".join(summaries) if summaries else None, notes)
