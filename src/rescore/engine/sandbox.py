@@ -293,9 +293,7 @@ class Worker:
 
     def _reserve(self) -> None:
         """The device memory the submission needs, the wait for it charged as `device_wait`."""
-        began = time.monotonic()
-        self.share.reserve()
-        self._charge(phase_log.DEVICE_WAIT, time.monotonic() - began)
+        self._charge(phase_log.DEVICE_WAIT, self.share.reserve())
 
     def _ask(self, wire: tuple, timeout: float):
         """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose

@@ -94,7 +94,7 @@ def build_costs(subs: list, device: str) -> dict[str, float]:
     if device != "cuda":
         return {}
     return {s.submission_id: COLD_BUILD_S for s in subs
-            if s.language == "cuda" and not s.extra.get(CACHED_AT_INGEST, _cached(s))}
+            if s.language == "cuda" and not (s.extra[CACHED_AT_INGEST] if CACHED_AT_INGEST in s.extra else _cached(s))}
 
 
 def shard_assignment(subs: list, shards: int, device: str, gpus: int = 1) -> tuple[dict[str, int], dict[str, float]]:

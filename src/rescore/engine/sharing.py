@@ -87,19 +87,21 @@ class DeviceShare:
             self.reference_bytes = max(self.reference_bytes, int(memory["estimate"]))
         self.seen_bytes = max(self.seen_bytes, int(memory.get("peak") or 0))
 
-    def reserve(self) -> None:
-        """Hold what the submission needs before its next request, waiting while the device is full."""
+    def reserve(self) -> float:
+        """Hold what the submission needs before its next request, waiting while the device is full;
+        returns the seconds it waited."""
         if self.capacity is None:
-            return
+            return 0.0
         need = self.needed()
         if need == self.held:
-            return
+            return 0.0
         waited = self.ledger.reserve(self.owner, need, self.capacity)
         self.held = need
         self.waited_s += waited
         if waited > WAIT_NOTE_S:
             log.info("waited %.1f s for %s of %s's memory (capacity %s)", waited, size_text(need), self.key,
                      size_text(self.capacity))
+        return waited
 
     def release(self) -> None:
         if self.held:
