@@ -97,14 +97,14 @@ class Experiments:
             return row
         finally:
             self.spent += time.monotonic() - start
-        if "outcome" in found and not found.get("cause"):
+        if "outcome" in found:
+            if found.get("cause"):  # a passing case's probe of later calls flagged it: its verdict columns
+                return dict(row, **found)
             # the experiments' own code failed (out of memory beside other workers, a fault of the
             # harness): nothing is learned of the kernel, and the case keeps its verdict
             if found["outcome"] != Outcome.OOM:
                 self.broken = str(found.get("reason") or "the experiments failed")
             return row
-        if "outcome" in found:  # a passing case's probe of later calls flagged it: its verdict columns
-            return dict(row, **found)
         return dict(row, **{k: found[k] for k in CAUSE_COLUMNS if found.get(k)})
 
 
