@@ -158,10 +158,9 @@ def stage_times(log: str) -> dict:
                    shard_seconds=sum((ends[j] - starts[j]).total_seconds() for j in checks),
                    slowest_shard_s=max((ends[j] - starts[j]).total_seconds() for j in checks),
                    before_checks_s=(begin - first).total_seconds(), after_checks_s=(last - end).total_seconds())
-    for name in ("static_study", "degenerate_problems"):
-        jobs = [j for j in done if rules[j] == name]
-        if jobs:
-            out[f"{name}_s"] = sum((ends[j] - starts[j]).total_seconds() for j in jobs)
+    static = [j for j in done if rules[j] == "static_study"]
+    if static:
+        out["static_study_s"] = sum((ends[j] - starts[j]).total_seconds() for j in static)
     return out
 
 

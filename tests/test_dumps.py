@@ -9,6 +9,7 @@ import subprocess
 import sys
 import types
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -605,6 +606,19 @@ def test_degenerate_problems_zeros_pass_a_long_softmax_but_not_relu():
     assert "zeros" in soft.passing_nulls and soft.input == "fail"
     assert relu.problem_id == "kb/level1/19" and not bool(relu.degenerate)
     assert {relu[k] for k in ("zeros", "mean", "input", "noise")} == {"fail"}
+
+
+def test_each_problem_is_owned_by_exactly_one_check_shard():
+    from rescore.engine.degenerate import owned_problems
+    from rescore.engine.shards import assign
+
+    subs = read_dump("kb", KB)
+    subs = subs + [replace(s, source=s.source + "\n# again\n") for s in subs]  # two per problem
+    owner = assign([s.submission_id for s in subs], 3, costs={})
+    owned = [owned_problems(subs, owner, shard) for shard in range(3)]
+    ids = [p.problem_id for shard in owned for _, p in shard]
+    assert sorted(ids) == sorted({s.problem.problem_id for s in subs})  # every problem once
+    assert [p.problem_id for _, p in owned_problems(subs)] == list(dict.fromkeys(s.problem.problem_id for s in subs))
 
 
 # -- CUDA prebuild -------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from rescore.engine import phase_log
 from rescore.engine import shards as shards_
 from rescore.engine.config import run_config
 from rescore.engine.cuda_build import write_builds
-from rescore.engine.degenerate import degenerate_table, problems_of
+from rescore.engine.degenerate import degenerate_table, owned_problems
 from rescore.engine.gpus import pin_process, shard_slot, with_gpu, worker_gpu
 from rescore.engine.phase_log import PhaseLog
 from rescore.engine.plan import plan_cases
@@ -91,6 +91,7 @@ def without_protocol_keys(rows: list[dict], shard: int) -> list[dict]:
 def run_shard(
     manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
     progress_dir: str | None = None, gpus: int = 1, out_phases: str | None = None, out_builds: str | None = None,
+    out_degenerate: str | None = None,
 ) -> None:
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
@@ -99,7 +100,8 @@ def run_shard(
     With `gpus` > 1 the shard's worker runs on its own GPU (`rescore.engine.gpus`). With `out_phases`,
     write where each submission's time went there (`engine/phase_log.py`). With `out_builds`, build the
     shard's CUDA C submissions first (on a GPU; `engine/cuda_build.py`) and write their builds there:
-    a shard waits for its own builds only."""
+    a shard waits for its own builds only. With `out_degenerate`, then run the null candidates of the
+    problems this shard owns in the same worker and write their rows there (`engine/degenerate.py`)."""
     began = time.monotonic()
     cfg = run_config(config)
     require_device(cfg.device)  # a device that cannot run here stops the stage with one line, not per-case crashes
@@ -159,22 +161,31 @@ def run_shard(
                      elapsed, own)
             if progress:
                 progress.submission_done(sub.name)
+        if progress:
+            progress.close()
+        # the submissions' rows are written before the null candidates run: a fault there loses none
+        write_parquet(pd.DataFrame(without_protocol_keys(rows, shard)), out_cases, "cases")
+        write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
+        if out_phases:
+            write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
+        if out_degenerate:
+            problems = owned_problems(subs, assignment, shard)
+            nulls = time.monotonic()
+            write_parquet(degenerate_table(problems, cfg, worker=worker), out_degenerate)
+            log.info("shard %d: the null candidates of %d problems in %.1f s", shard, len(problems),
+                     time.monotonic() - nulls)
     finally:
         worker.stop()
-    if progress:
-        progress.close()
     log.info("shard %d: done in %.1f s%s", shard, time.monotonic() - began,
              "" if gpu is None else f" on CUDA_VISIBLE_DEVICES={gpu}")  # each GPU's busy time (scripts/gpu)
-    write_parquet(pd.DataFrame(without_protocol_keys(rows, shard)), out_cases, "cases")
-    write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
-    if out_phases:
-        write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
 
 
 def gather(paths: list[str], table: str | None = None) -> pd.DataFrame:
-    """The rows of some tables of one kind, in order (an empty frame when none has any)."""
-    frames = [f for f in (read_parquet(p, table) for p in paths) if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    """The rows of some tables of one kind, in order (when none has any: the first, empty, with its
+    columns)."""
+    tables = [read_parquet(p, table) for p in paths]
+    frames = [f for f in tables if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else (tables[0] if tables else pd.DataFrame())
 
 
 def concat_tables(paths: list[str], table: str, out: str) -> None:
@@ -280,14 +291,6 @@ def cuda_builds(builds: list[str], cases: str, out: str) -> None:
     """results/cuda_builds.parquet: every dump's prebuild rows, `built` only where a case called what
     compiled and loaded (analysis/cuda_usage.py)."""
     write_parquet(gathered_builds(gather(builds), read_parquet(cases, "cases")), out)
-
-
-def degenerate_problems(manifests: list[str], config: dict, out: str, log_dir: str | None = None,
-                        gpu_slot: int | None = None) -> None:
-    """The degenerate-problems table for every problem of the dumps: each null candidate through the
-    benchmark's own check (no table schema yet: the frame is written as it is), on `gpu_slot`'s GPU."""
-    pin_process(gpu_slot)
-    write_parquet(degenerate_table(problems_of(manifests), run_config(config), log_dir), out)
 
 
 def rescored(illusion_path: str, submissions_path: str, degenerate_path: str | None, out: str) -> None:

@@ -3,8 +3,6 @@
 # dump is read, and waits for no other shard's builds (one prebuild of every dump's 69 builds kept an
 # H100 idle for 5.5 min). CUDA_BUILDS gathers one dump's builds, for the stages that load them.
 
-from rescore.engine.gpus import shard_slot, slot_resources
-
 CUDA_BUILDS = "results/cuda_builds/{dump}.parquet"
 
 
@@ -37,29 +35,9 @@ rule cuda_builds_table:  # the prebuild's rows, each with whether a case called 
         "../scripts/cuda_builds_table.py"
 
 
-rule degenerate_problems:
+rule degenerate_table:  # each check shard's null candidates (check.smk)
     input:
-        "results/ingest/{dump}/manifest.json",
-    output:
-        "results/degenerate/{dump}.parquet",
-    params:
-        run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration", "budget",
-                                    "timeout_s") if k in config},
-        gpu_slot=lambda wildcards: shard_slot(DUMPS.index(wildcards.dump), GPUS),
-    resources:
-        gpu=1 if config["device"] == "cuda" else 0,
-        **slot_resources(GPUS, lambda wildcards: shard_slot(DUMPS.index(wildcards.dump), GPUS)),
-    log:
-        "results/logs/degenerate/{dump}.log",
-    conda:
-        CPU_ENV
-    script:
-        "../scripts/degenerate_problems.py"
-
-
-rule degenerate_table:
-    input:
-        expand("results/degenerate/{dump}.parquet", dump=DUMPS),
+        shard_files("results/degenerate/{dump}/shard-{shard}.parquet"),
     output:
         "results/tables/degenerate.parquet",
     params:

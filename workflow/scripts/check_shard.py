@@ -1,4 +1,5 @@
-"""Shim: run one shard of one dump's submissions (and shrink their first fuzz failures)."""
+"""Shim: run one shard of one dump's submissions (and shrink their first fuzz failures), then the null
+candidates of the problems the shard owns."""
 
 from rescore.stages import run_shard, setup_logging
 
@@ -15,4 +16,5 @@ run_shard(
     snakemake.params.gpus,
     snakemake.output.phases,
     snakemake.output.builds,
+    snakemake.output.degenerate,
 )

@@ -1,5 +1,9 @@
 """Degenerate problems: per problem, each null candidate run through the benchmark's own fixed check in a
-sandboxed worker; a problem is degenerate when any of them passes, so a "correct" verdict on it says little."""
+sandboxed worker; a problem is degenerate when any of them passes, so a "correct" verdict on it says little.
+
+Each check shard runs the problems it owns (`owned_problems`) in its own worker after its submissions:
+run apart, one worker for a dump's 199 problems at the benchmark's sizes held `all` for over 40
+minutes on an H200 after every check shard had finished."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
 from rescore.ingest.nulls import NULLS, null_submissions
 from rescore.model.outcomes import FixedVerdict, Outcome
-from rescore.model.records import Problem, read_manifests
+from rescore.model.records import Problem, Submission
 from rescore.model.run import RunConfig
 
 log = logging.getLogger("rescore")
@@ -28,14 +32,17 @@ def _verdict(row: dict) -> FixedVerdict | str:
     return str(outcome)
 
 
-def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_dir: str | None = None) -> pd.DataFrame:
+def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_dir: str | None = None,
+                     worker: Worker | None = None) -> pd.DataFrame:
     """Per problem: each null candidate's fixed-check verdict; degenerate when any of them passes
     (unknown, <NA>, when none passed and some could not run: their outcomes are in `reason`).
 
     `problems` is [(dump, Problem)]; `cfg` a RunConfig (device, fixed profile, dtype).
-    Null candidates run in a sandboxed worker, under exactly the check the submissions faced."""
+    Null candidates run in a sandboxed worker, under exactly the check the submissions faced: `worker`
+    (left running) or a worker of its own, logging into `log_dir`."""
     rows = []
-    worker = Worker(cfg.device, cfg.budget, log_dir)
+    own = worker is None
+    worker = Worker(cfg.device, cfg.budget, log_dir) if worker is None else worker
     try:
         for dump, problem in problems:
             row: dict = {
@@ -63,7 +70,8 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
             rows.append(row)
             log.info("problem %s: degenerate=%s (%s)", problem.problem_id, row["degenerate"], row["passing_nulls"])
     finally:
-        worker.stop()
+        if own:
+            worker.stop()
     columns = [
         "dump",
         "problem_id",
@@ -83,15 +91,20 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
     return df
 
 
-def problems_of(manifests: list[str]) -> list[tuple[str, Problem]]:
-    """The distinct, readable problems of the ingest manifests, as [(dump, Problem)]."""
+def owned_problems(subs: list[Submission], owner: dict[str, int] | None = None,
+                   shard: int | None = None) -> list[tuple[str, Problem]]:
+    """The distinct problems of the readable submissions `subs`, as [(dump, Problem)] in their order.
+
+    With `owner` (submission_id -> shard) and `shard`: only the problems whose first readable
+    submission is in `shard`, so that a dump's shards share its problems out, each exactly once."""
     seen: set[tuple[str, str]] = set()
     out = []
-    for sub in read_manifests(manifests):
+    for sub in subs:
         if (sub.extra or {}).get("ingest_error"):
             continue
         key = (sub.problem.problem_id, sub.problem.content_hash)
         if key not in seen:
             seen.add(key)
-            out.append((sub.dump, sub.problem))
+            if owner is None or owner[sub.submission_id] == shard:
+                out.append((sub.dump, sub.problem))
     return out

@@ -94,7 +94,7 @@ def with_gpu(rows: list[dict], gpu: str | None) -> list[dict]:
 
 def pin_process(slot: int | None) -> str | None:
     """Put this stage process, and every worker or build it starts, on `slot`'s GPU (a stage of one
-    job: timing, the sanitizer, the degenerate problems); nothing without a slot. Returns the device."""
+    job: timing, the sanitizer); nothing without a slot. Returns the device."""
     gpu = worker_gpu(slot)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
