@@ -68,6 +68,30 @@ def test_a_worker_killed_mid_case_is_retried_and_the_case_passes():
     assert [r["outcome"] for r in rows] == ["pass"]
 
 
+def test_a_hang_starts_a_standby_that_the_restart_takes_over(tmp_path):
+    """A request past half its time gets a second process started beside it; when the hang is killed
+    the next request runs in that process (its start paid during the hang), and a quick request
+    starts none."""
+    cfg = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=4, load_timeout_s=300)
+    worker = Worker("cpu", 1 << 15, str(tmp_path))
+    try:
+        run_submission(toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",)), cfg, worker,
+                       fixed=False)
+        assert worker.standby is None and worker.spawned == 1  # nothing ran long
+        rows = run_submission(toy_submission("problem_scale.py", "../hacks/infinite_loop.py", dtypes=("float32",)),
+                              cfg, worker, fixed=False)
+        assert [r["outcome"] for r in rows] == ["timeout"] and worker.proc is None
+        standby = worker.standby
+        assert standby is not None and standby.proc.poll() is None  # started during the hang, still up
+        after = run_submission(toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",)), cfg,
+                               worker, fixed=False)
+        assert [r["outcome"] for r in after] == ["pass"]
+        assert worker.proc is standby.proc and worker.standbys_used == 1 and worker.standby is None
+    finally:
+        worker.stop()
+    assert standby.proc.poll() is not None and not Path(standby.scratch).exists()
+
+
 def test_a_segfault_is_recorded_crash_without_a_retry(worker):
     fresh, before = worker.proc is None, worker.starts
     rows = run_submission(toy_submission("problem_scale.py", "segfault.py", dtypes=("float32",)), CFG, worker,

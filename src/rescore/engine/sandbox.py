@@ -2,7 +2,9 @@
 
 One worker serves many cases (a fresh CUDA process costs seconds). A case that kills the worker is
 `crash`, one that outlives its timeout is `timeout`; either way the worker is restarted, the job is
-re-loaded, the case is retried once, and the run goes on. Results come back over a pipe that
+re-loaded, the case is retried once, and the run goes on. A request past half its time gets a standby
+process started beside it, which a restart takes over: a hang then costs its limit and a load, not
+also a fresh start (on a GPU, Python, torch and a CUDA context: 5-12 s). Results come back over a pipe that
 belongs to the harness, each answer tagged with its request's random token; the candidate's own
 stdout and stderr go to a log file, which is read only to notice verdict-like claims in it.
 
@@ -14,6 +16,7 @@ in a network namespace of its own (`unshare -n`: no interface but a down loopbac
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -24,6 +27,7 @@ import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import BinaryIO
 
 from rescore.engine import phase_log
 from rescore.engine.pacing import HARNESS_TIMEOUT
@@ -114,6 +118,32 @@ def _absolute_job(job: dict) -> dict:
     return job
 
 
+STANDBY_AT = 0.5  # the share of a turn's time after which a standby process starts (`Worker._start_standby`)
+
+
+@dataclasses.dataclass
+class _Process:
+    """One started worker process, its pipes, log and scratch folder."""
+
+    proc: subprocess.Popen
+    send_conn: Connection
+    recv_conn: Connection
+    log: BinaryIO
+    log_path: Path
+    scratch: str
+
+    def close(self) -> None:
+        """End an unused process (a standby no restart took) and remove what it left."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        for conn in (self.send_conn, self.recv_conn):
+            with contextlib.suppress(OSError):
+                conn.close()
+        self.log.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
 class Worker:
     """A worker process and the pipes to it."""
 
@@ -155,19 +185,39 @@ class Worker:
         self._starting: str | None = None  # the phase the next answer's wait is charged to (a fresh worker's start)
         self._whole: str | None = None  # the phase the next request's whole time is charged to (a restart's load)
         self._started_in = 0.0
+        self.standby: _Process | None = None  # a process started beside a long request (`_start_standby`)
+        self.standbys_used = 0  # restarts that took over a standby
+        self.spawned = 0  # processes started, standbys included (their log files' numbers)
 
     def start(self) -> None:
+        """A worker process: the standby when one is up (its start already paid beside a hang), else a new one."""
+        standby, self.standby = self.standby, None
+        if standby is not None and standby.proc.poll() is None:
+            self.proc, self.send_conn, self.recv_conn = standby.proc, standby.send_conn, standby.recv_conn
+            self.log, self.log_path, self.scratch = standby.log, standby.log_path, standby.scratch
+            self.standbys_used += 1
+        else:
+            if standby is not None:
+                standby.close()
+            fresh = self._spawn()
+            self.proc, self.send_conn, self.recv_conn = fresh.proc, fresh.send_conn, fresh.recv_conn
+            self.log, self.log_path, self.scratch = fresh.log, fresh.log_path, fresh.scratch
+        self.log_pos = 0
+        self.starts += 1
+        self.loads = 0
+
+    def _spawn(self) -> _Process:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        self.scratch = tempfile.mkdtemp(prefix="rescore-worker-")
-        env = worker_env(self.scratch, self.gpu, {**self.share.env(), **self.extra_env})
+        scratch = tempfile.mkdtemp(prefix="rescore-worker-")
+        env = worker_env(scratch, self.gpu, {**self.share.env(), **self.extra_env})
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.log_dir / f"worker-{os.getpid()}-{self.starts}.log"
-        self.log = open(self.log_path, "wb")
-        self.log_pos = 0
+        log_path = self.log_dir / f"worker-{os.getpid()}-{id(self)}-{self.spawned}.log"
+        self.spawned += 1
+        out = open(log_path, "wb")
         prefix = network_isolation()
         self.isolation = "network namespace" if prefix else "audit hook only"
-        self.proc = subprocess.Popen(
+        proc = subprocess.Popen(
             [
                 *prefix,
                 *self.wrapper,
@@ -187,20 +237,28 @@ class Worker:
             pass_fds=(to_child_r, from_child_w),
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=self.log,
+            stdout=out,
             stderr=subprocess.STDOUT,
-            cwd=self.scratch,
+            cwd=scratch,
             start_new_session=True,
         )
         os.close(to_child_r)
         os.close(from_child_w)
-        self.send_conn = Connection(to_child_w, readable=False)
-        self.recv_conn = Connection(from_child_r, writable=False)
-        self.starts += 1
-        self.loads = 0
+        return _Process(proc, Connection(to_child_w, readable=False), Connection(from_child_r, writable=False),
+                        out, log_path, scratch)
+
+    def _start_standby(self) -> None:
+        """A second process, started while a request runs long, that takes over if the request's worker
+        is killed: a restart then costs the job's load only. Not under a wrapper (a sanitizer run
+        reports on the one process it watches)."""
+        if self.standby is None and not self.wrapper:
+            self.standby = self._spawn()
 
     def stop(self) -> None:
         self.share.release()
+        if self.standby is not None:
+            self.standby.close()
+            self.standby = None
         if self.proc is None:
             return
         self._note_peak()
@@ -374,8 +432,16 @@ class Worker:
         """The request's answer, reading the notes of whose turn it is before it; WorkerDied (after
         killing the worker) when the turn in hand runs past its deadline."""
         while True:
-            left = clock.deadline - time.monotonic()
-            if left <= 0 or not self.recv_conn.poll(left):
+            now = time.monotonic()
+            left = clock.deadline - now
+            # past half its turn's time a request may be a hang: a standby starts beside it
+            early = (self.standby is None and not self.wrapper
+                     and now < clock.turn_start + STANDBY_AT * (clock.deadline - clock.turn_start))
+            wait = clock.turn_start + STANDBY_AT * (clock.deadline - clock.turn_start) - now if early else left
+            if left <= 0 or not self.recv_conn.poll(wait):
+                if early and left > 0:
+                    self._start_standby()
+                    continue
                 claims = self._claims()
                 self._kill()
                 self._close()
