@@ -249,10 +249,9 @@ class Worker:
 
     def _start_standby(self) -> None:
         """A second process, started while a request runs long, that takes over if the request's worker
-        is killed: a restart then costs the job's load only. Not under a wrapper (a sanitizer run
-        reports on the one process it watches)."""
-        if self.standby is None and not self.wrapper:
-            self.standby = self._spawn()
+        is killed: a restart then costs the job's load only. `_wait` starts none under a wrapper (a
+        sanitizer run reports on the one process it watches)."""
+        self.standby = self._spawn()
 
     def stop(self) -> None:
         self.share.release()
@@ -435,10 +434,9 @@ class Worker:
             now = time.monotonic()
             left = clock.deadline - now
             # past half its turn's time a request may be a hang: a standby starts beside it
-            early = (self.standby is None and not self.wrapper
-                     and now < clock.turn_start + STANDBY_AT * (clock.deadline - clock.turn_start))
-            wait = clock.turn_start + STANDBY_AT * (clock.deadline - clock.turn_start) - now if early else left
-            if left <= 0 or not self.recv_conn.poll(wait):
+            half = clock.turn_start + STANDBY_AT * (clock.deadline - clock.turn_start)
+            early = self.standby is None and not self.wrapper and now < half
+            if left <= 0 or not self.recv_conn.poll(half - now if early else left):
                 if early and left > 0:
                     self._start_standby()
                     continue
