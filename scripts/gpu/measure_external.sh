@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 29's GPU measurement in one command: every GPU fixture with compute-sanitizer and the loop
-# check first (short, and a cold run that overruns the session must not cost them), then the README's
-# two external dumps cold, then warm. Made for a device session of 30 minutes in calls of at
+# Issue 29's GPU measurement in one command: the loop check, the README's two external dumps cold,
+# then warm, then every GPU fixture with compute-sanitizer (verified on an H100 and an H200 by now:
+# last, so that the cold and warm runs, the figures still unmet, get the session first). Made for a device session of 30 minutes in calls of at
 # most 10: run the same command in each call, back to back (a machine goes back 30 s after a call),
 # from the repository root:
 #
@@ -13,14 +13,13 @@
 #
 # The first call writes WORK/external.yaml (scripts/gpu/external_config.py: config/config.yaml with
 # these dumps, sanitizer.budget_s = SANITIZER_BUDGET, default 120) and starts the steps detached
-# (scripts/gpu/gpu_lease.sh, STEPS "fixtures loop ext extwarm", one after another):
-#   fixtures  scripts/gpu/wild_exploits.py --sanitize memcheck racecheck (at most FIXTURES_TIMEOUT,
-#             default here 600 s);
+# (scripts/gpu/gpu_lease.sh, STEPS "loop ext extwarm fixtures", one after another):
 #   loop      `rescore check` on tests/fixtures/hacks/infinite_loop.py (flagged in both oracles, its wall time);
-#   ext       `snakemake all --config shards=48` on it in WORK/ext: the dumps' caches empty (cold; the
-#             fixtures built only their own kernels);
+#   ext       `snakemake all --config shards=48` on it in WORK/ext: the dumps' caches empty (cold);
 #   extwarm   the same in WORK/extwarm: the Triton and CUDA caches warm, the checkout's .rescore-cache
-#             from ext, an empty results folder (warm).
+#             from ext, an empty results folder (warm);
+#   fixtures  scripts/gpu/wild_exploits.py --sanitize memcheck racecheck (at most FIXTURES_TIMEOUT,
+#             default here 600 s).
 # A later call finds them running and watches. Each step is packed as it ends; every call returns
 # in $OUT status.tgz (driver.log: each step's start, end, exit code and wall seconds; watch.txt;
 # MANIFEST.txt), the packs of the steps finished so far (ext.tgz, extwarm.tgz, fixtures.tgz) and a
@@ -31,7 +30,7 @@ set -u
 GPUEMU=${1:?usage: scripts/gpu/measure_external.sh GPUEMU_DATA CUDAL1_JSON [WATCH_S]}
 CUDAL1=${2:?usage: scripts/gpu/measure_external.sh GPUEMU_DATA CUDAL1_JSON [WATCH_S]}
 WATCH=${3:-540}
-export WORK=${WORK:-/tmp/rescore-measure} STEPS=${STEPS:-fixtures loop ext extwarm} PYTHON=${PYTHON:-python3}
+export WORK=${WORK:-/tmp/rescore-measure} STEPS=${STEPS:-loop ext extwarm fixtures} PYTHON=${PYTHON:-python3}
 export FIXTURES_TIMEOUT=${FIXTURES_TIMEOUT:-600}
 export EXT_CONFIG=$WORK/external.yaml
 mkdir -p "$WORK"
