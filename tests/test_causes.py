@@ -222,6 +222,27 @@ def test_outcomes_that_differ_between_repeats_are_a_race(as_in_the_worker):
     assert "sets_numerics" in row["findings"]  # TF32 was in force, and is not what explains it
 
 
+@pytest.mark.parametrize("fixture, race", [("scale_racy_wrong.py", True), ("scale_jitter_wrong.py", False)])
+def test_repeats_wrong_by_amounts_further_apart_than_the_tolerance_are_a_race(fixture, race, as_in_the_worker):
+    """Repeats that all end `mismatch` are still a race when their greatest errors lie further apart
+    than the comparison allows any element to be off (their outputs differ by more than rounding);
+    errors that move by a few units in the last place (an atomic sum's order) are not."""
+    import rescore.worker.executor as ex
+    from rescore.worker.protocol import job_of
+
+    executor = ex.Executor("cpu", 1 << 15)
+    executor.arm()
+    executor.load(job_of(submission("problem_scale.py", fixture)))
+    executor.explainer.race_repeats = 3
+    row = executor.run_case("default", 11, "float32")
+    assert row["outcome"] == "mismatch", row
+    assert (row.get("cause") == "race") == race, row
+    if race:
+        assert "ended 3 mismatch as it was" in row["cause_evidence"] and "further apart" in row["cause_evidence"]
+    else:
+        assert executor.explainer.answers[("repeated alike", "float32")] == 1
+
+
 def test_a_failure_that_repeats_alike_stops_being_repeated(as_in_the_worker):
     """Each repeat is a full case: once RACE_CAP failing cases of a dtype repeated alike (a
     deterministic failure), the later ones of that dtype are not repeated."""

@@ -6,8 +6,9 @@ probe of a passing case's later calls in `stateful.py`.
 
 The order: what the check itself saw (an input written, an access out of bounds); then, before any
 experiment that confirms by passing, the same case run again several times on a GPU: outcomes that
-differ are a race (`unsynchronized_stream` when dropping the stream switches makes it pass, else
-`race`), never a precision or reuse cause that one lucky pass would have given. Every experiment
+differ, or errors further apart than the comparison allows, are a race (`unsynchronized_stream` when
+dropping the stream switches makes it pass, else `race`), never a precision or reuse cause that one
+lucky pass would have given. Every experiment
 that confirms by passing needs REPEATED_PASSES passes in a row.
 
 Every experiment calls candidate code again through the guard, on fresh tensors; the findings of
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -191,29 +193,55 @@ def same_case(spec: CaseSpec, decoy: bool) -> dict:
 
 def _race(ctx: WorkerContext, trace: CaseTrace, row: dict, run_case: RunCase) -> Confirmed | None:
     """race / unsynchronized_stream: the same case (a fresh model, the same values, the same decoy
-    call) run `race_repeats` times more does not always end as it did. Then, when the candidate
-    switched streams and every repeat with the switches dropped passes, the race is between its
-    streams and the caller's. Once RACE_CAP failing cases of a dtype of a load have repeated alike,
-    its later failing cases are not repeated (a deterministic failure; the repeats are full cases)."""
+    call) run `race_repeats` times more does not always end as it did, or is wrong each time by
+    amounts further apart than the comparison allows any element to be off (`_error_spread`: their
+    outputs differ from each other by more than rounding). Then, when the candidate switched streams
+    and every repeat with the switches dropped passes, the race is between its streams and the
+    caller's. Once RACE_CAP failing cases of a dtype of a load have repeated alike, its later failing
+    cases are not repeated (a deterministic failure; the repeats are full cases)."""
     repeats = ctx.explainer.race_repeats
     spec = trace.spec
     alike = ("repeated alike", spec.dtype)
     answers = ctx.explainer.answers
     if repeats <= 0 or answers.get(alike, 0) >= RACE_CAP:
         return None
-    outcomes = [str(run_case(spec.strategy, spec.seed, spec.dtype, same_case(spec, trace.decoy is not None))
-                    .get("outcome")) for _ in range(repeats)]
-    if all(o == row["outcome"] for o in outcomes):
-        answers[alike] = answers.get(alike, 0) + 1
-        return None
+    rows = [run_case(spec.strategy, spec.seed, spec.dtype, same_case(spec, trace.decoy is not None))
+            for _ in range(repeats)]
+    outcomes = [str(r.get("outcome")) for r in rows]
     counts = ", ".join(f"{outcomes.count(o)} {o}" for o in dict.fromkeys(outcomes))
-    seen = (f"the same case run {repeats} more times (a fresh model, the same values) ended {counts}; "
-            f"it was {row['outcome']}")
+    if all(o == row["outcome"] for o in outcomes):
+        spread = _error_spread([row, *rows])
+        if spread is None:
+            answers[alike] = answers.get(alike, 0) + 1
+            return None
+        seen = (f"the same case run {repeats} more times (a fresh model, the same values) ended {counts} as it "
+                f"was, its greatest error ranging from {spread[0]:.6g} to {spread[1]:.6g}, further apart than the "
+                f"{spread[2]:.3g} the comparison allows any element")
+    else:
+        seen = (f"the same case run {repeats} more times (a fresh model, the same values) ended {counts}; "
+                f"it was {row['outcome']}")
     streams = _serialised_streams(ctx, trace, row, repeats=repeats)
     if streams is not None:
         return Confirmed(Cause.UNSYNCHRONIZED_STREAM, f"{seen}. {streams.evidence}")
     return Confirmed(Cause.RACE, f"{seen}: its answer depends on timing (a race between its threads or streams, "
                                  f"or memory nothing wrote)")
+
+
+def _error_spread(rows: list[dict]) -> tuple[float, float, float] | None:
+    """(least, greatest, allowed) when the runs' greatest errors are further apart than the most any
+    element may be off (atol + rtol x the reference's largest magnitude + slack): two of their outputs
+    then differ by more than that (at least by the gap between their greatest errors). None when
+    they are not, or an error or bound is not a finite number (an atomic sum's order moves the
+    errors by rounding only)."""
+    first = rows[0]
+    try:
+        errors = [float(r["max_abs_err"]) for r in rows]
+        allowed = float(first["atol"]) + float(first["rtol"]) * float(first["ref_max_abs"]) + float(first["bound"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(map(math.isfinite, [*errors, allowed])) or max(errors) - min(errors) <= allowed:
+        return None
+    return min(errors), max(errors), allowed
 
 
 def _reused_result(ctx: WorkerContext, trace: CaseTrace, row: dict) -> Confirmed | None:
