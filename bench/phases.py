@@ -49,7 +49,8 @@ def dump_spec(dump: str, work: Path, filtered_copy: bool) -> tuple[str, dict]:
         raise SystemExit(f"unknown dump {dump!r}: corpus or cudal1-cpu=FILE.json")
     entries = cpu_entries(Path(file))
     if not filtered_copy:
-        return "cudal1", {"format": "cudal1", "path": file, "levels": [1], "entries": entries}
+        # absolute: the run's working folder is `work`, not where this command was given
+        return "cudal1", {"format": "cudal1", "path": str(Path(file).resolve()), "levels": [1], "entries": entries}
     data = json.loads(Path(file).read_text())
     wanted = {int(e.split("task")[1]) for e in entries}
     copy = work / "cudal1-cpu.json"

@@ -7,7 +7,7 @@ import json
 import time
 
 import pandas as pd
-from conftest import toy_submission
+from conftest import REPO, toy_submission
 
 from rescore.engine.phase_log import PARENT, PhaseLog
 from rescore.model.records import submission_to_dict
@@ -80,3 +80,22 @@ def test_a_check_shard_writes_where_each_submissions_time_went(tmp_path):
     assert "worker_start" in set(first["phase"])  # the shard's worker started for its first submission
     assert "shrink" in set(phases.loc[phases["name"] == "scale_tail_bug", "phase"])  # flagged: shrunk
     assert (phases["limit_use"] > 0).all() and (phases["limit_use"] < 1).all()
+
+
+def test_shard_costs_from_a_cut_short_runs_phase_files(tmp_path):
+    """tools/shard_costs.py --from-phases: each submission's elapsed seconds from the check shards'
+    phase files (a run cut short has no phase table), one cost per submission whatever its rows."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "results" / "phases" / "dump"
+    folder.mkdir(parents=True)
+    rows = [("a", "candidate", 2.0, 5.0), ("a", "fixed", 3.0, 5.0), ("b", "build", 40.0, 41.5)]
+    for shard, part in enumerate((rows[:2], rows[2:])):
+        pd.DataFrame(part, columns=["submission_id", "phase", "seconds", "elapsed_s"]).to_parquet(
+            folder / f"shard-{shard}.parquet")
+    out = tmp_path / "costs.json"
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "shard_costs.py"), str(tmp_path / "results"),
+                        "--from-phases", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text()) == {"a": 5.0, "b": 41.5}

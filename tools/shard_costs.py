@@ -3,13 +3,16 @@
 python tools/shard_costs.py RESULTS_DIR [--out src/rescore/corpus/shard_costs.json]
 python tools/shard_costs.py RESULTS_DIR --from-logs [--snakemake-log FILE]
                             [--out src/rescore/corpus/shard_costs.cuda.json] [--merge]
+python tools/shard_costs.py RESULTS_DIR --from-phases [--out src/rescore/corpus/shard_costs.cuda.json] [--merge]
 
 From the cases table (the default), a submission's cost is the seconds its candidate calls took
 (`wall_ms`) plus 5 ms per executed case for the harness's own work. `--from-logs` reads the check
 shards' logs instead (a GPU lease may bring back logs and tables but not the cases): a submission
 costs the seconds between its line and the line before it in its shard's log, which is the shard's
 start line, or for logs written before there was one, the shard job's start in Snakemake's log
-(`--snakemake-log`). Those seconds are everything the shard spent on it, Triton's JIT included. Only
+(`--snakemake-log`). Those seconds are everything the shard spent on it, Triton's JIT included;
+`--from-phases` reads the same from the phase table (its `elapsed_s`, the build included), which a
+run cut short also has as its shards' phase files. Only
 the balance between shards depends on these numbers, never a result. Its output is package data,
 committed: the check shards of every later run read it (`engine/shards.py`).
 
@@ -45,6 +48,18 @@ def from_cases(results: Path) -> dict[str, float]:
     # A submission that never ran here (CUDA C on a CPU) is left out: it counts as the median cost
     # (a cost of 0 piled every CUDA C submission into the same few shards of a GPU run).
     return {str(k): float(v) for k, v in cost.items()}
+
+
+def from_phases(results: Path) -> dict[str, float]:
+    """submission_id -> its elapsed seconds in its shard (build, restarts and waits included), from the
+    phase table, or the check shards' phase files of a run cut short."""
+    table = results / "tables" / "phases.parquet"
+    paths = [table] if table.exists() else sorted((results / "phases").glob("*/shard-*.parquet"))
+    frames = [pd.read_parquet(p, columns=["submission_id", "elapsed_s"]) for p in paths]
+    if not frames:
+        raise SystemExit(f"{results}: no phase table (tables/phases.parquet or phases/*/shard-*.parquet)")
+    elapsed = pd.concat(frames).groupby("submission_id")["elapsed_s"].first()
+    return {str(k): float(v) for k, v in elapsed.items()}
 
 
 def shard_starts(snakemake_log: Path) -> dict[tuple[str, str], dt.datetime]:
@@ -96,15 +111,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results")
     parser.add_argument("--from-logs", action="store_true", help="time submissions from the shard logs")
+    parser.add_argument("--from-phases", action="store_true", help="time submissions from the phase table")
     parser.add_argument("--snakemake-log", help="Snakemake's output, for the shard start times")
     parser.add_argument("--out", help=f"default: {COSTS}, with --from-logs {COSTS_CUDA} (a GPU run's logs)")
     parser.add_argument("--replay", nargs=2, type=int, metavar=("SHARDS", "SLOTS"))
     parser.add_argument("--before", help="the cost file to replay against (default: --out)")
     parser.add_argument("--merge", action="store_true", help="keep what --out lists and this run did not time")
     args = parser.parse_args()
-    args.out = args.out or str(COSTS_CUDA if args.from_logs else COSTS)
+    args.out = args.out or str(COSTS_CUDA if args.from_logs or args.from_phases else COSTS)
     results = Path(args.results)
-    if args.from_logs:
+    if args.from_phases:
+        cost = from_phases(results)
+    elif args.from_logs:
         cost = from_logs(results, Path(args.snakemake_log) if args.snakemake_log else None)
     else:
         cost = from_cases(results)
