@@ -87,6 +87,9 @@ def run(args: argparse.Namespace) -> dict:
         out["stderr_tail"] = done.stderr[-2000:]
         return out
     out.update(summary(work / "results", args.top))
+    if not out["submissions"]:  # every entry unreadable (the ingest log says why): no figure to quote
+        out["ok"] = False
+        out["why"] = f"no submission ran: see {work / 'results' / 'logs' / 'ingest'}"
     return out
 
 
@@ -191,6 +194,8 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
+    if result.get("ok") is False:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
