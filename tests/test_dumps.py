@@ -621,6 +621,30 @@ def test_each_problem_is_owned_by_exactly_one_check_shard():
     assert [p.problem_id for _, p in owned_problems(subs)] == list(dict.fromkeys(s.problem.problem_id for s in subs))
 
 
+def test_the_degenerate_shards_of_a_dump_run_each_problem_once(tmp_path):
+    """`rule degenerate_shard`: each of a dump's shards runs the null candidates of the problems whose
+    first submission its check shard holds; gathered, every problem has one row."""
+    from conftest import toy_submission
+
+    from rescore.model.records import submission_to_dict
+    from rescore.stages import concat_tables, degenerate_shard
+
+    subs = [toy_submission("problem_scale.py", name, dtypes=("float32",))
+            for name in ("torch_correct.py", "scale_tail_bug.py", "scale_correct.py")]
+    manifest = tmp_path / "ingest" / "toy" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps([submission_to_dict(s) for s in subs]))
+    config = {"device": "cpu", "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"},
+              "fuzz": {"dtypes": ["float32"], "strategies": {"default": 1}}, "budget": {"cpu": 4096}, "timeout_s": 60}
+    outs = [str(tmp_path / f"shard-{k}.parquet") for k in range(2)]
+    for shard, out in enumerate(outs):
+        degenerate_shard(str(manifest), shard, 2, config, out, str(tmp_path / "logs"))
+    assert sorted(len(pd.read_parquet(o)) for o in outs) == [0, 1]  # one problem: one shard owns it
+    concat_tables(outs, None, str(tmp_path / "degenerate.parquet"))
+    table = pd.read_parquet(tmp_path / "degenerate.parquet")
+    assert list(table["problem_id"]) == ["toy/problem_scale"] and not table["degenerate"].iloc[0]
+
+
 # -- CUDA prebuild -------------------------------------------------------------------------------
 
 

@@ -91,7 +91,6 @@ def without_protocol_keys(rows: list[dict], shard: int) -> list[dict]:
 def run_shard(
     manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
     progress_dir: str | None = None, gpus: int = 1, out_phases: str | None = None, out_builds: str | None = None,
-    out_degenerate: str | None = None,
 ) -> None:
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
@@ -100,8 +99,7 @@ def run_shard(
     With `gpus` > 1 the shard's worker runs on its own GPU (`rescore.engine.gpus`). With `out_phases`,
     write where each submission's time went there (`engine/phase_log.py`). With `out_builds`, build the
     shard's CUDA C submissions first (on a GPU; `engine/cuda_build.py`) and write their builds there:
-    a shard waits for its own builds only. With `out_degenerate`, then run the null candidates of the
-    problems this shard owns in the same worker and write their rows there (`engine/degenerate.py`)."""
+    a shard waits for its own builds only."""
     began = time.monotonic()
     cfg = run_config(config)
     require_device(cfg.device)  # a device that cannot run here stops the stage with one line, not per-case crashes
@@ -161,23 +159,38 @@ def run_shard(
                      elapsed, own)
             if progress:
                 progress.submission_done(sub.name)
-        if progress:
-            progress.close()
-        # the submissions' rows are written before the null candidates run: a fault there loses none
-        write_parquet(pd.DataFrame(without_protocol_keys(rows, shard)), out_cases, "cases")
-        write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
-        if out_phases:
-            write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
-        if out_degenerate:
-            problems = owned_problems(subs, assignment, shard)
-            nulls = time.monotonic()
-            write_parquet(degenerate_table(problems, cfg, worker=worker), out_degenerate)
-            log.info("shard %d: the null candidates of %d problems in %.1f s", shard, len(problems),
-                     time.monotonic() - nulls)
     finally:
         worker.stop()
+    if progress:
+        progress.close()
     log.info("shard %d: done in %.1f s%s", shard, time.monotonic() - began,
              "" if gpu is None else f" on CUDA_VISIBLE_DEVICES={gpu}")  # each GPU's busy time (scripts/gpu)
+    write_parquet(pd.DataFrame(without_protocol_keys(rows, shard)), out_cases, "cases")
+    write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
+    if out_phases:
+        write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
+
+
+def degenerate_shard(manifest: str, shard: int, shards: int, config: dict, out: str, log_dir: str,
+                     gpus: int = 1) -> None:
+    """The degenerate-problems rows of one shard of a dump: the null candidates of the problems whose
+    first submission check shard `shard` holds (`degenerate.owned_problems`), in a worker of its own
+    on that shard's GPU; a job beside the check shards, so that a dump's problems spread over its
+    shards and the cases tables never wait for them."""
+    began = time.monotonic()
+    cfg = run_config(config)
+    require_device(cfg.device)
+    subs = read_manifests([manifest])
+    assignment, _ = shards_.shard_assignment(subs, shards, cfg.device, gpus)
+    problems = owned_problems(subs, assignment, shard)
+    worker = Worker(cfg.device, cfg.budget, log_dir, gpu=worker_gpu(shard_slot(shard, gpus)))
+    try:
+        table = degenerate_table(problems, cfg, worker=worker)
+    finally:
+        worker.stop()
+    log.info("shard %d of %d: the null candidates of %d problems in %.1f s", shard, shards, len(problems),
+             time.monotonic() - began)
+    write_parquet(table, out)
 
 
 def gather(paths: list[str], table: str | None = None) -> pd.DataFrame:

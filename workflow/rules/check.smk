@@ -1,5 +1,4 @@
-# Stage 2: run every submission under the fixed-shape check and the fuzz oracle, in shards; then each
-# shard runs the null candidates of the problems it owns (rescore.engine.degenerate).
+# Stage 2: run every submission under the fixed-shape check and the fuzz oracle, in shards.
 # With several GPUs shard k runs on GPU slot k % GPUS (resource gpu_<slot>=1: rescore.engine.gpus).
 from rescore.engine.gpus import shard_slot, slot_resources
 
@@ -12,7 +11,6 @@ rule check_shard:
         shrunk="results/failures/shrunk/{dump}/shard-{shard}.parquet",
         phases="results/phases/{dump}/shard-{shard}.parquet",
         builds="results/cuda_builds/{dump}/shard-{shard}.parquet",
-        degenerate="results/degenerate/{dump}/shard-{shard}.parquet",
     params:
         shard=lambda wildcards: int(wildcards.shard),
         # From the input, not the checkpoint: a cluster job starts its own snakemake, which knows no

@@ -3,6 +3,8 @@
 # dump is read, and waits for no other shard's builds (one prebuild of every dump's 69 builds kept an
 # H100 idle for 5.5 min). CUDA_BUILDS gathers one dump's builds, for the stages that load them.
 
+from rescore.engine.gpus import shard_slot, slot_resources
+
 CUDA_BUILDS = "results/cuda_builds/{dump}.parquet"
 
 
@@ -35,7 +37,29 @@ rule cuda_builds_table:  # the prebuild's rows, each with whether a case called 
         "../scripts/cuda_builds_table.py"
 
 
-rule degenerate_table:  # each check shard's null candidates (check.smk)
+rule degenerate_shard:  # the null candidates of the problems whose first submission check shard k holds
+    input:
+        manifest="results/ingest/{dump}/manifest.json",
+    output:
+        "results/degenerate/{dump}/shard-{shard}.parquet",
+    params:
+        shard=lambda wildcards: int(wildcards.shard),
+        shards=lambda wildcards, input: shard_count(input.manifest, int(config["shards"])),
+        run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration", "budget",
+                                    "timeout_s") if k in config},
+        gpus=GPUS,
+    resources:
+        gpu=1 if config["device"] == "cuda" else 0,
+        **slot_resources(GPUS, lambda wildcards: shard_slot(int(wildcards.shard), GPUS)),
+    log:
+        "results/logs/degenerate/{dump}/shard-{shard}.log",
+    conda:
+        CPU_ENV
+    script:
+        "../scripts/degenerate_shard.py"
+
+
+rule degenerate_table:
     input:
         shard_files("results/degenerate/{dump}/shard-{shard}.parquet"),
     output:

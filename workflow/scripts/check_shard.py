@@ -1,5 +1,4 @@
-"""Shim: run one shard of one dump's submissions (and shrink their first fuzz failures), then the null
-candidates of the problems the shard owns."""
+"""Shim: run one shard of one dump's submissions (and shrink their first fuzz failures)."""
 
 from rescore.stages import run_shard, setup_logging
 
@@ -16,5 +15,4 @@ run_shard(
     snakemake.params.gpus,
     snakemake.output.phases,
     snakemake.output.builds,
-    snakemake.output.degenerate,
 )

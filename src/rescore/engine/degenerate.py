@@ -1,9 +1,10 @@
 """Degenerate problems: per problem, each null candidate run through the benchmark's own fixed check in a
 sandboxed worker; a problem is degenerate when any of them passes, so a "correct" verdict on it says little.
 
-Each check shard runs the problems it owns (`owned_problems`) in its own worker after its submissions:
-run apart, one worker for a dump's 199 problems at the benchmark's sizes held `all` for over 40
-minutes on an H200 after every check shard had finished."""
+A dump's problems are shared out by its check shards' numbers (`owned_problems`), and each share runs
+in a job of its own beside the check shards (`rule degenerate_shard`): one worker for a dump's 199
+problems at the benchmark's sizes held `all` for over 40 minutes on an H200 after every check shard
+had finished."""
 
 from __future__ import annotations
 
