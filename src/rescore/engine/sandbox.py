@@ -2,8 +2,8 @@
 
 One worker serves many cases (a fresh CUDA process costs seconds). A case that kills the worker is
 `crash`, one that outlives its timeout is `timeout`; either way the worker is restarted, the job is
-re-loaded, the case is retried once, and the run goes on. A request past half its time gets a standby
-process started beside it, which a restart takes over: a hang then costs its limit and a load, not
+re-loaded, the case is retried once, and the run goes on. A candidate's call past half its time gets a
+standby process started beside it, which a restart takes over: a hang then costs its limit and a load, not
 also a fresh start (on a GPU, Python, torch and a CUDA context: 5-12 s). Results come back over a pipe that
 belongs to the harness, each answer tagged with its request's random token; the candidate's own
 stdout and stderr go to a log file, which is read only to notice verdict-like claims in it.
@@ -40,6 +40,7 @@ from rescore.model.outcomes import Outcome
 from rescore.runtime.device import NO_DEVICE_EXIT, DeviceUnavailable
 from rescore.worker.protocol import (
     ALONE_KEY,
+    CANDIDATE,
     MEMORY_KEY,
     PHASES_KEY,
     RSS_KEY,
@@ -118,7 +119,7 @@ def _absolute_job(job: dict) -> dict:
     return job
 
 
-STANDBY_AT = 0.5  # the share of a turn's time after which a standby process starts (`Worker._start_standby`)
+STANDBY_AT = 0.5  # the share of the candidate's turn after which a standby process starts (`Worker._start_standby`)
 
 
 @dataclasses.dataclass
@@ -433,9 +434,10 @@ class Worker:
         while True:
             now = time.monotonic()
             left = clock.deadline - now
-            # past half its turn's time a request may be a hang: a standby starts beside it
+            # the candidate's call past half its time may be a hang: a standby starts beside it (never
+            # for the harness's own turns, which a loaded machine slows and a second start would slow more)
             half = clock.turn_start + STANDBY_AT * (clock.deadline - clock.turn_start)
-            early = self.standby is None and not self.wrapper and now < half
+            early = self.standby is None and not self.wrapper and clock.by == CANDIDATE and now < half
             if left <= 0 or not self.recv_conn.poll(half - now if early else left):
                 if early and left > 0:
                     self._start_standby()
