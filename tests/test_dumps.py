@@ -608,22 +608,25 @@ def test_degenerate_problems_zeros_pass_a_long_softmax_but_not_relu():
     assert {relu[k] for k in ("zeros", "mean", "input", "noise")} == {"fail"}
 
 
-def test_each_problem_is_owned_by_exactly_one_check_shard():
-    from rescore.engine.degenerate import owned_problems
-    from rescore.engine.shards import assign
+def test_a_dumps_problems_are_shared_out_over_its_degenerate_jobs_each_once(tmp_path):
+    from rescore.engine import degenerate
+    from rescore.model.records import submission_to_dict
 
     subs = read_dump("kb", KB)
     subs = subs + [replace(s, source=s.source + "\n# again\n") for s in subs]  # two per problem
-    owner = assign([s.submission_id for s in subs], 3, costs={})
-    owned = [owned_problems(subs, owner, shard) for shard in range(3)]
-    ids = [p.problem_id for shard in owned for _, p in shard]
-    assert sorted(ids) == sorted({s.problem.problem_id for s in subs})  # every problem once
-    assert [p.problem_id for _, p in owned_problems(subs)] == list(dict.fromkeys(s.problem.problem_id for s in subs))
+    problems = [p.problem_id for _, p in degenerate.problems_of(subs)]
+    assert problems == list(dict.fromkeys(s.problem.problem_id for s in subs))
+    shared = [p.problem_id for k in range(3) for _, p in degenerate.shard_problems(subs, k, 3)]
+    assert sorted(shared) == sorted(problems)  # every problem once
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps([submission_to_dict(s) for s in subs]))
+    expected = max(1, min(48, -(-len(problems) // degenerate.PROBLEMS_PER_SHARD)))
+    assert degenerate.shard_count(manifest, 48) == expected and degenerate.shard_count(manifest, 1) == 1
 
 
 def test_the_degenerate_shards_of_a_dump_run_each_problem_once(tmp_path):
-    """`rule degenerate_shard`: each of a dump's shards runs the null candidates of the problems whose
-    first submission its check shard holds; gathered, every problem has one row."""
+    """`rule degenerate_shard`: each of a dump's jobs runs the null candidates of its share of the
+    problems; gathered, every problem has one row."""
     from conftest import toy_submission
 
     from rescore.model.records import submission_to_dict
@@ -639,7 +642,7 @@ def test_the_degenerate_shards_of_a_dump_run_each_problem_once(tmp_path):
     outs = [str(tmp_path / f"shard-{k}.parquet") for k in range(2)]
     for shard, out in enumerate(outs):
         degenerate_shard(str(manifest), shard, 2, config, out, str(tmp_path / "logs"))
-    assert sorted(len(pd.read_parquet(o)) for o in outs) == [0, 1]  # one problem: one shard owns it
+    assert [len(pd.read_parquet(o)) for o in outs] == [1, 0]  # one problem: the first job runs it
     concat_tables(outs, None, str(tmp_path / "degenerate.parquet"))
     table = pd.read_parquet(tmp_path / "degenerate.parquet")
     assert list(table["problem_id"]) == ["toy/problem_scale"] and not table["degenerate"].iloc[0]

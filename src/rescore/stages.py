@@ -26,7 +26,7 @@ from rescore.engine import phase_log
 from rescore.engine import shards as shards_
 from rescore.engine.config import run_config
 from rescore.engine.cuda_build import write_builds
-from rescore.engine.degenerate import degenerate_table, owned_problems
+from rescore.engine.degenerate import degenerate_table, shard_problems
 from rescore.engine.gpus import pin_process, shard_slot, with_gpu, worker_gpu
 from rescore.engine.phase_log import PhaseLog
 from rescore.engine.plan import plan_cases
@@ -173,16 +173,13 @@ def run_shard(
 
 def degenerate_shard(manifest: str, shard: int, shards: int, config: dict, out: str, log_dir: str,
                      gpus: int = 1) -> None:
-    """The degenerate-problems rows of one shard of a dump: the null candidates of the problems whose
-    first submission check shard `shard` holds (`degenerate.owned_problems`), in a worker of its own
-    on that shard's GPU; a job beside the check shards, so that a dump's problems spread over its
-    shards and the cases tables never wait for them."""
+    """The degenerate-problems rows of one of a dump's `shards` jobs (`degenerate.shard_problems`), in
+    a worker of its own on the shard's GPU slot; the jobs run beside the check shards, so that a
+    dump's problems spread over them and the cases tables never wait for them."""
     began = time.monotonic()
     cfg = run_config(config)
     require_device(cfg.device)
-    subs = read_manifests([manifest])
-    assignment, _ = shards_.shard_assignment(subs, shards, cfg.device, gpus)
-    problems = owned_problems(subs, assignment, shard)
+    problems = shard_problems(read_manifests([manifest]), shard, shards)
     worker = Worker(cfg.device, cfg.budget, log_dir, gpu=worker_gpu(shard_slot(shard, gpus)))
     try:
         table = degenerate_table(problems, cfg, worker=worker)

@@ -3,6 +3,7 @@
 # dump is read, and waits for no other shard's builds (one prebuild of every dump's 69 builds kept an
 # H100 idle for 5.5 min). CUDA_BUILDS gathers one dump's builds, for the stages that load them.
 
+from rescore.engine import degenerate
 from rescore.engine.gpus import shard_slot, slot_resources
 
 CUDA_BUILDS = "results/cuda_builds/{dump}.parquet"
@@ -37,14 +38,21 @@ rule cuda_builds_table:  # the prebuild's rows, each with whether a case called 
         "../scripts/cuda_builds_table.py"
 
 
-rule degenerate_shard:  # the null candidates of the problems whose first submission check shard k holds
+def degenerate_files(wildcards):
+    """Every dump's degenerate-problems jobs (their number known once the dump is read)."""
+    return [f"results/degenerate/{dump}/shard-{k}.parquet" for dump in DUMPS
+            for k in range(degenerate.shard_count(checkpoints.ingest.get(dump=dump).output.manifest,
+                                                  int(config["shards"])))]
+
+
+rule degenerate_shard:  # the null candidates of some of a dump's problems, beside the check shards
     input:
         manifest="results/ingest/{dump}/manifest.json",
     output:
         "results/degenerate/{dump}/shard-{shard}.parquet",
     params:
         shard=lambda wildcards: int(wildcards.shard),
-        shards=lambda wildcards, input: shard_count(input.manifest, int(config["shards"])),
+        shards=lambda wildcards, input: degenerate.shard_count(input.manifest, int(config["shards"])),
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration", "budget",
                                     "timeout_s") if k in config},
         gpus=GPUS,
@@ -61,7 +69,7 @@ rule degenerate_shard:  # the null candidates of the problems whose first submis
 
 rule degenerate_table:
     input:
-        shard_files("results/degenerate/{dump}/shard-{shard}.parquet"),
+        degenerate_files,
     output:
         "results/tables/degenerate.parquet",
     params:

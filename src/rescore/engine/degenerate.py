@@ -1,14 +1,16 @@
 """Degenerate problems: per problem, each null candidate run through the benchmark's own fixed check in a
 sandboxed worker; a problem is degenerate when any of them passes, so a "correct" verdict on it says little.
 
-A dump's problems are shared out by its check shards' numbers (`owned_problems`), and each share runs
-in a job of its own beside the check shards (`rule degenerate_shard`): one worker for a dump's 199
-problems at the benchmark's sizes held `all` for over 40 minutes on an H200 after every check shard
-had finished."""
+A dump's problems are shared out over a few jobs that run beside the check shards (`shard_count`,
+`shard_problems`, `rule degenerate_shard`): one worker for a dump's 199 problems at the benchmark's
+sizes held `all` for over 40 minutes on an H200 after every check shard had finished; one job per
+check shard cost the CPU's main job eight worker starts for 41 problems of a second each."""
 
 from __future__ import annotations
 
 import logging
+import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -16,10 +18,11 @@ from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
 from rescore.ingest.nulls import NULLS, null_submissions
 from rescore.model.outcomes import FixedVerdict, Outcome
-from rescore.model.records import Problem, Submission
+from rescore.model.records import Problem, Submission, read_manifests
 from rescore.model.run import RunConfig
 
 log = logging.getLogger("rescore")
+PROBLEMS_PER_SHARD = 25  # at 15 s a problem on an H200 (CUDA-L1's sizes), about 6 minutes a job
 
 
 def _verdict(row: dict) -> FixedVerdict | str:
@@ -92,12 +95,8 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
     return df
 
 
-def owned_problems(subs: list[Submission], owner: dict[str, int] | None = None,
-                   shard: int | None = None) -> list[tuple[str, Problem]]:
-    """The distinct problems of the readable submissions `subs`, as [(dump, Problem)] in their order.
-
-    With `owner` (submission_id -> shard) and `shard`: only the problems whose first readable
-    submission is in `shard`, so that a dump's shards share its problems out, each exactly once."""
+def problems_of(subs: list[Submission]) -> list[tuple[str, Problem]]:
+    """The distinct problems of the readable submissions `subs`, as [(dump, Problem)] in their order."""
     seen: set[tuple[str, str]] = set()
     out = []
     for sub in subs:
@@ -106,6 +105,18 @@ def owned_problems(subs: list[Submission], owner: dict[str, int] | None = None,
         key = (sub.problem.problem_id, sub.problem.content_hash)
         if key not in seen:
             seen.add(key)
-            if owner is None or owner[sub.submission_id] == shard:
-                out.append((sub.dump, sub.problem))
+            out.append((sub.dump, sub.problem))
     return out
+
+
+def shard_count(manifest: str | Path, cap: int) -> int:
+    """How many jobs run a dump's null candidates: one per PROBLEMS_PER_SHARD problems, at most `cap`
+    (the config's `shards`), at least one (which writes an empty table)."""
+    problems = len(problems_of(read_manifests([str(manifest)])))
+    return max(1, min(cap, math.ceil(problems / PROBLEMS_PER_SHARD)))
+
+
+def shard_problems(subs: list[Submission], shard: int, shards: int) -> list[tuple[str, Problem]]:
+    """The problems job `shard` of `shards` runs: every `shards`-th from the `shard`-th, so that the
+    jobs share a dump's problems out, each exactly once."""
+    return problems_of(subs)[shard::shards]
