@@ -2,6 +2,7 @@
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from rescore.engine import degenerate
 from rescore.engine.gpus import host_gpus
 from rescore.engine.shards import shard_count, shard_threads
 
@@ -23,6 +24,13 @@ def dump_shards(dump):
     """The check shards of a dump: `shards`, or fewer when the dump has fewer submissions to run
     (never an empty shard). Known once the dump is read (`checkpoint ingest`)."""
     return shard_count(checkpoints.ingest.get(dump=dump).output.manifest, int(config["shards"]))
+
+
+def degenerate_files(wildcards):
+    """Every dump's degenerate-problems jobs (their number known once the dump is read)."""
+    return [f"results/degenerate/{dump}/shard-{k}.parquet" for dump in DUMPS
+            for k in range(degenerate.shard_count(checkpoints.ingest.get(dump=dump).output.manifest,
+                                                  int(config["shards"])))]
 
 
 def shard_files(pattern, own_dump=False):

@@ -3,7 +3,6 @@
 # dump is read, and waits for no other shard's builds (one prebuild of every dump's 69 builds kept an
 # H100 idle for 5.5 min). CUDA_BUILDS gathers one dump's builds, for the stages that load them.
 
-from rescore.engine import degenerate
 from rescore.engine.gpus import shard_slot, slot_resources
 
 CUDA_BUILDS = "results/cuda_builds/{dump}.parquet"
@@ -36,13 +35,6 @@ rule cuda_builds_table:  # the prebuild's rows, each with whether a case called 
         CPU_ENV
     script:
         "../scripts/cuda_builds_table.py"
-
-
-def degenerate_files(wildcards):
-    """Every dump's degenerate-problems jobs (their number known once the dump is read)."""
-    return [f"results/degenerate/{dump}/shard-{k}.parquet" for dump in DUMPS
-            for k in range(degenerate.shard_count(checkpoints.ingest.get(dump=dump).output.manifest,
-                                                  int(config["shards"])))]
 
 
 rule degenerate_shard:  # the null candidates of some of a dump's problems, beside the check shards
