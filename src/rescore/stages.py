@@ -180,11 +180,7 @@ def degenerate_shard(manifest: str, shard: int, shards: int, config: dict, out: 
     cfg = run_config(config)
     require_device(cfg.device)
     problems = shard_problems(read_manifests([manifest]), shard, shards)
-    worker = Worker(cfg.device, cfg.budget, log_dir, gpu=worker_gpu(shard_slot(shard, gpus)))
-    try:
-        table = degenerate_table(problems, cfg, worker=worker)
-    finally:
-        worker.stop()
+    table = degenerate_table(problems, cfg, log_dir, worker_gpu(shard_slot(shard, gpus)))
     log.info("shard %d of %d: the null candidates of %d problems in %.1f s", shard, shards, len(problems),
              time.monotonic() - began)
     write_parquet(table, out)

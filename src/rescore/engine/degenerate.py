@@ -37,16 +37,15 @@ def _verdict(row: dict) -> FixedVerdict | str:
 
 
 def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_dir: str | None = None,
-                     worker: Worker | None = None) -> pd.DataFrame:
+                     gpu: str | None = None) -> pd.DataFrame:
     """Per problem: each null candidate's fixed-check verdict; degenerate when any of them passes
     (unknown, <NA>, when none passed and some could not run: their outcomes are in `reason`).
 
     `problems` is [(dump, Problem)]; `cfg` a RunConfig (device, fixed profile, dtype).
-    Null candidates run in a sandboxed worker, under exactly the check the submissions faced: `worker`
-    (left running) or a worker of its own, logging into `log_dir`."""
+    Null candidates run in a sandboxed worker on `gpu` (`gpus.worker_gpu`), under exactly the check the
+    submissions faced."""
     rows = []
-    own = worker is None
-    worker = Worker(cfg.device, cfg.budget, log_dir) if worker is None else worker
+    worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu)
     try:
         for dump, problem in problems:
             row: dict = {
@@ -74,8 +73,7 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
             rows.append(row)
             log.info("problem %s: degenerate=%s (%s)", problem.problem_id, row["degenerate"], row["passing_nulls"])
     finally:
-        if own:
-            worker.stop()
+        worker.stop()
     columns = [
         "dump",
         "problem_id",

@@ -194,15 +194,13 @@ class Worker:
         """A worker process: the standby when one is up (its start already paid beside a hang), else a new one."""
         standby, self.standby = self.standby, None
         if standby is not None and standby.proc.poll() is None:
-            self.proc, self.send_conn, self.recv_conn = standby.proc, standby.send_conn, standby.recv_conn
-            self.log, self.log_path, self.scratch = standby.log, standby.log_path, standby.scratch
             self.standbys_used += 1
         else:
             if standby is not None:
                 standby.close()
-            fresh = self._spawn()
-            self.proc, self.send_conn, self.recv_conn = fresh.proc, fresh.send_conn, fresh.recv_conn
-            self.log, self.log_path, self.scratch = fresh.log, fresh.log_path, fresh.scratch
+            standby = self._spawn()
+        self.proc, self.send_conn, self.recv_conn = standby.proc, standby.send_conn, standby.recv_conn
+        self.log, self.log_path, self.scratch = standby.log, standby.log_path, standby.scratch
         self.log_pos = 0
         self.starts += 1
         self.loads = 0
