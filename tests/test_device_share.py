@@ -1,8 +1,9 @@
 """Sharing one device between workers (runtime/device_share.py, engine/sharing.py), plain Python: the
 lock's retry alone comes first and waits for the running requests; the ledger grants memory in
-order, drops the entries of dead processes and never lets a small request starve an earlier big
-one; the reservation follows the reference's peak; every form an out-of-memory error took on the
-H100 run is recognised as one (model/oom.py)."""
+order (a small request that fits now excepted), drops the entries of dead processes and never lets
+a stream of requests starve an earlier big one past its limit; the reservation follows the
+reference's peak and what was seen at the request's scale; every form an out-of-memory error took
+on the H100 run is recognised as one (model/oom.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from rescore.engine.sharing import CONTEXT_BYTES, FACTOR, USABLE, DeviceShare, alone_result
+from rescore.engine.sharing import (
+    BENCHMARK,
+    CONTEXT_BYTES,
+    FACTOR,
+    FUZZ,
+    USABLE,
+    DeviceShare,
+    alone_result,
+    scale_of,
+)
 from rescore.model.oom import is_oom, requested_bytes
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import DeviceLock, Ledger, retry_waiting
-from rescore.worker.protocol import ALONE_KEY
+from rescore.worker.protocol import ALONE_KEY, Case, Explain, Fixed, Load, Time, encode
 
 
 def test_a_retry_alone_waits_for_running_requests_and_goes_before_new_ones(tmp_path):
@@ -79,6 +89,24 @@ def test_the_ledger_grants_in_order_and_a_release_lets_the_next_in(tmp_path):
     assert {k: e["held"] for k, e in ledger.entries().items()} == {"b": 50, "c": 30}
 
 
+def test_a_small_request_that_fits_now_goes_ahead_of_a_big_one_waiting(tmp_path):
+    """Backfill: a request of at most BACKFILL of the capacity that fits beside what is held does not
+    queue behind an earlier big one (which waits for its room or its limit either way); a larger one
+    still does."""
+    from rescore.runtime.device_share import BACKFILL
+
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    ledger.reserve("a", 60, 100)
+    waiting = threading.Thread(target=lambda: Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=2).reserve(
+        "big", 50, 100))
+    waiting.start()
+    time.sleep(0.3)
+    assert ledger.entries()["big"]["want"] == 50
+    assert Ledger(tmp_path, "gpu-0", poll_s=0.01).reserve("small", int(BACKFILL * 100), 100) < 0.2
+    assert Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.3).reserve("medium", 20, 100) >= 0.3
+    waiting.join(5)
+
+
 def test_entries_of_processes_that_are_gone_are_dropped(tmp_path):
     gone = subprocess.Popen(["sleep", "30"])
     Ledger(tmp_path, "gpu-0").reserve("a", 90, 100)  # this process
@@ -134,7 +162,7 @@ def test_the_reservation_follows_the_reference_peak_then_what_the_worker_held(tm
     share.observe({"reference_peak": 2 << 30, "peak": 1 << 30})  # the fixed check measured more
     assert share.needed() == CONTEXT_BYTES + FACTOR * (2 << 30)
     share.observe({"estimate": 5 << 30, "peak": 9 << 30})  # a re-load's trace no longer counts
-    assert share.needed() == CONTEXT_BYTES + (9 << 30)  # what the allocator held, when that is more
+    assert share.needed() == CONTEXT_BYTES + (9 << 30)  # what its tensors took, when that is more
     share.reserve()
     assert Ledger(tmp_path, "gpu-3").entries()[share.owner]["held"] == share.needed()
     share.begin()
@@ -143,6 +171,55 @@ def test_the_reservation_follows_the_reference_peak_then_what_the_worker_held(tm
     assert Ledger(tmp_path, "gpu-3").entries()[share.owner]["held"] == CONTEXT_BYTES + FACTOR * (1 << 20)
     share.close()
     assert share.owner not in Ledger(tmp_path, "gpu-3").entries()
+
+
+def test_what_a_kernel_held_at_the_benchmarks_sizes_is_not_reserved_for_its_smaller_fuzz_cases(tmp_path):
+    """The H200 run: a kernel held 86 GiB in the fixed check and kept 87 GiB reserved through fuzz
+    cases 64 times smaller, every other shard waiting behind it. A request reserves what was seen at
+    its own scale: the benchmark's sizes (the fixed check, timing, `benchmark_shape`, a trigger's
+    inputs) or the fuzz oracle's drawn sizes; an explanation runs at its case's."""
+    assert [scale_of(encode(m)) for m in (Load({}), Fixed("kernelbench-v0.1"), Time("float32", 1, 1, 1.0))] == [
+        BENCHMARK] * 3
+    drawn, at_benchmark = Case("default", 1, "float32"), Case("benchmark_shape", 2, "float32")
+    assert scale_of(encode(drawn)) == FUZZ and scale_of(encode(at_benchmark)) == BENCHMARK
+    assert scale_of(encode(Case("default", 3, "float32", override={"sizes": {"N": 8}}))) == BENCHMARK
+    assert scale_of(encode(Explain())) == ""
+    share = DeviceShare("cuda", gpu="0", folder=tmp_path)
+    share.begin()
+    share.observe({"estimate": 1 << 30, "total": 80 << 30})
+    share.at(scale_of(encode(Fixed("kernelbench-v0.1"))))
+    share.observe({"reference_peak": 1 << 30, "peak": 40 << 30})  # the candidate held 40 GiB there
+    for msg, need in [(drawn, FACTOR * (1 << 30)), (Explain(), FACTOR * (1 << 30)), (at_benchmark, 40 << 30),
+                      (Explain(), 40 << 30), (drawn, FACTOR * (1 << 30))]:
+        share.at(scale_of(encode(msg)))
+        assert share.needed() == CONTEXT_BYTES + need, msg
+    share.observe({"peak": 5 << 30})  # a drawn case that held more than the estimate raises its scale's
+    assert share.needed(FUZZ) == CONTEXT_BYTES + (5 << 30) and share.needed(BENCHMARK) == CONTEXT_BYTES + (40 << 30)
+    share.begin()  # the next submission starts from nothing at either scale
+    assert share.needed(BENCHMARK) == share.needed(FUZZ) == CONTEXT_BYTES and share.scale == BENCHMARK
+    share.close()
+
+
+def test_a_worker_tells_its_share_each_requests_scale_before_it_reserves(tmp_path, monkeypatch):
+    from conftest import toy_submission
+
+    from rescore.engine.runner import RunConfig, run_submission
+    from rescore.engine.sandbox import Worker
+
+    monkeypatch.setenv("RESCORE_DEVICE_SHARE", str(tmp_path))
+    cfg = RunConfig(strategies={"default": 1, "benchmark_shape": 1}, dtypes=("float32",), timeout_s=30)
+    sub = toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",))
+    worker = Worker("cpu", 1 << 15)
+    scales: list[str] = []
+    at = worker.share.at
+    monkeypatch.setattr(worker.share, "at", lambda scale: (scales.append(scale), at(scale)))
+    try:
+        rows = run_submission(sub, cfg, worker)
+    finally:
+        worker.stop()
+    by_strategy = {r["strategy"]: r for r in rows}
+    assert set(by_strategy) == {"fixed", "default", "benchmark_shape"}
+    assert scales[0] == BENCHMARK and sorted(s for s in scales[1:] if s) == [BENCHMARK, FUZZ]  # "": an explanation
 
 
 def test_the_measured_reference_peak_is_the_references_own_not_what_the_process_held(monkeypatch):

@@ -95,3 +95,23 @@ def test_shard_costs_from_a_cut_short_runs_phase_files(tmp_path):
                         "--from-phases", "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text()) == {"a": 5.0, "b": 41.5}
+
+
+def test_a_worker_started_ahead_is_the_one_the_first_request_runs_in():
+    """A check shard starts its worker before its CUDA builds (`Worker.prestart`): the first load runs
+    in that process, and what it still waited for of the start is `worker_start`, not `ipc`."""
+    from rescore.engine.runner import RunConfig, run_submission
+    from rescore.engine.sandbox import Worker
+
+    worker = Worker("cpu", 1 << 15)
+    try:
+        worker.prestart()
+        first = worker.proc
+        worker.phases = spent = PhaseLog()
+        rows = run_submission(toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",)),
+                              RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=60), worker)
+        assert worker.proc is first and worker.starts == 1
+    finally:
+        worker.stop()
+    assert {r["outcome"] for r in rows} == {"pass"}
+    assert spent.seconds["worker_start"] > 0

@@ -126,16 +126,19 @@ def run_shard(
         write_plan(progress_dir, dump, plan)
         progress = ShardProgress(progress_dir, dump, shard,
                                  [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
-    built = {}
-    if out_builds:
-        builds = write_builds([manifest], cfg.device, out_builds, jobs=1, timeout_s=BUILD_TIMEOUT_S, gpus=1,
-                              only={s.submission_id for s in mine})
-        built = dict(zip(builds["submission_id"], builds["seconds"]))
     worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu, explain=cfg.explain)
+    built = {}
     rows: list[dict] = []
     shrunk: list[dict] = []
     phases: list[dict] = []
     try:
+        if out_builds:
+            worker.prestart()  # its start runs beside the builds
+            # Every source of the shard at once: a build is two compiles and a link whatever MAX_JOBS
+            # says, so one after another left cores idle while the shard's first case waited for them all.
+            builds = write_builds([manifest], cfg.device, out_builds, jobs=None, timeout_s=BUILD_TIMEOUT_S,
+                                  gpus=1, only={s.submission_id for s in mine})
+            built = dict(zip(builds["submission_id"], builds["seconds"]))
         for sub in mine:
             start = time.monotonic() - built.get(sub.submission_id, 0.0)  # its build is its time too
             worker.phases = spent = PhaseLog()

@@ -32,7 +32,7 @@ from typing import BinaryIO
 from rescore.engine import phase_log
 from rescore.engine.pacing import HARNESS_TIMEOUT
 from rescore.engine.phase_log import PhaseLog
-from rescore.engine.sharing import DeviceShare, alone_result
+from rescore.engine.sharing import DeviceShare, alone_result, scale_of
 from rescore.engine.turn_clock import TurnClock
 from rescore.engine.worker_env import network_isolation, worker_env
 from rescore.model.findings import claims_verdict, merge
@@ -205,6 +205,14 @@ class Worker:
         self.starts += 1
         self.loads = 0
 
+    def prestart(self) -> None:
+        """Start the process ahead of the first request, so that its start (a Python with torch, on a GPU
+        a device context: about 10 s on a loaded H200) runs beside other work, a shard's CUDA builds;
+        what the first request still waits for of it is charged to `worker_start`."""
+        if self.proc is None:
+            self.start()
+            self._starting, self._started_in = phase_log.WORKER_START, 0.0
+
     def _spawn(self) -> _Process:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
@@ -338,11 +346,14 @@ class Worker:
             if again:  # a fresh process's start is not the case's time
                 self._whole = phase_log.RESTART
                 self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
+        wire = encode(msg)
         if load:
             self.share.begin()
-        elif self.share.lock.held is None:  # a retry alone holds the device already: it waits for no one
-            self._reserve()
-        result = self._ask(encode(msg), timeout)
+        else:
+            self.share.at(scale_of(wire))
+            if self.share.lock.held is None:  # a retry alone holds the device already: it waits for no one
+                self._reserve()
+        result = self._ask(wire, timeout)
         if load and self.share.lock.held is None:
             self._reserve()  # the new submission's estimate, waited for outside its load's time
         return result

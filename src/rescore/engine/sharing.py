@@ -4,9 +4,15 @@ request, and the memory it reserves for the submission it runs.
 What a submission needs is estimated from the worker's own answers (`protocol.MEMORY_KEY`): at load,
 the reference's peak at the benchmark's sizes traced on the meta device (`worker/footprint.py`); after
 the fixed check, the peak it measured around the reference there; after every request, the most its
-tensors took during it (not what its allocator caches). The reservation is
+tensors took during it (not what its allocator caches). The reservation before a request is
 
-    CONTEXT_BYTES + max(FACTOR x the reference's peak, what the worker was seen to hold)
+    CONTEXT_BYTES + max(FACTOR x the reference's peak, what the worker was seen to hold at its scale)
+
+A request's scale (`scale_of`) is the benchmark's sizes (the fixed check, a timing row, a fuzz case
+of a strategy at the benchmark's sizes, a trigger's inputs) or the fuzz oracle's drawn sizes: what a
+candidate held in the fixed check is not what its smaller fuzz cases need (on an H200 a kernel held
+86 GiB at the benchmark's sizes, 64 times its fuzz cases' inputs, and the reservation kept 87 GiB
+for the rest of its 300 s, every other shard waiting behind it).
 
 FACTOR = 3: a fuzz case holds the float64 truth (twice the reference's float32 bytes) beside the
 candidate's run (about one reference's worth) at the benchmark's sizes (`benchmark_shape`), and
@@ -23,11 +29,12 @@ import re
 from pathlib import Path
 
 from rescore.engine.gpus import visible_device
+from rescore.inputs.strategies import STRATEGIES
 from rescore.model.findings import merge
 from rescore.model.oom import alone_reason, size_text
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import DeviceLock, Ledger, share_folder
-from rescore.worker.protocol import ALONE_KEY, MEASURE_ENV
+from rescore.worker.protocol import ALONE_KEY, MEASURE_ENV, Kind
 
 log = logging.getLogger("rescore")
 
@@ -37,6 +44,21 @@ CONTEXT_BYTES = 768 << 20
 FACTOR = 3
 USABLE = 0.9
 WAIT_NOTE_S = 1.0  # a reservation that waited longer than this is logged
+BENCHMARK, FUZZ = "benchmark", "fuzz"  # the sizes a request runs at (`scale_of`)
+
+
+def scale_of(wire: tuple) -> str:
+    """The sizes a request (a `protocol.encode` wire tuple) runs at: BENCHMARK for the fixed check,
+    a timing row, a fuzz case of a strategy at the benchmark's sizes or a trigger's named inputs
+    (their sizes unknown here), else FUZZ (an explanation follows its case: `DeviceShare.scale`)."""
+    kind = wire[0]
+    if kind in (Kind.FIXED, Kind.TIME, Kind.LOAD):
+        return BENCHMARK
+    if kind == Kind.CASE:
+        fields = wire[1] if len(wire) > 1 and isinstance(wire[1], dict) else {}
+        strategy = STRATEGIES.get(str(fields.get("strategy")))
+        return BENCHMARK if fields.get("override") or strategy is None or strategy.shapes == "fixed" else FUZZ
+    return ""
 
 
 class DeviceShare:
@@ -54,7 +76,8 @@ class DeviceShare:
         self.owner = f"{os.getpid()}-{id(self)}"
         self.reference_bytes = 0  # the current submission's reference peak (estimated, then measured)
         self.measured = False  # reference_bytes was measured (the fixed check), not traced
-        self.seen_bytes = 0  # the most the worker's tensors took during this submission (their peak)
+        self.seen = {BENCHMARK: 0, FUZZ: 0}  # the most the worker's tensors took at each scale (their peak)
+        self.scale = BENCHMARK  # the scale of the request in hand
         self.held = 0  # what the ledger grants this worker now
         self.waited_s = 0.0  # time spent waiting for capacity, over the worker's life
 
@@ -65,16 +88,24 @@ class DeviceShare:
             env[MEASURE_ENV] = "1"
         return env
 
-    def needed(self) -> int:
-        return CONTEXT_BYTES + max(FACTOR * self.reference_bytes, self.seen_bytes)
+    def needed(self, scale: str | None = None) -> int:
+        """What a request at `scale` (default: the one in hand) is expected to need."""
+        return CONTEXT_BYTES + max(FACTOR * self.reference_bytes, self.seen[scale or self.scale])
 
     def begin(self) -> None:
         """A new submission: nothing known of what it needs until its load answers."""
-        self.reference_bytes, self.measured, self.seen_bytes = 0, False, 0
+        self.reference_bytes, self.measured, self.seen = 0, False, {BENCHMARK: 0, FUZZ: 0}
+        self.scale = BENCHMARK  # its load, then its fixed check
+
+    def at(self, scale: str) -> None:
+        """The next request runs at `scale` (`scale_of`; "" keeps the last: an explanation runs at its
+        case's sizes)."""
+        self.scale = scale or self.scale
 
     def observe(self, memory: dict | None) -> None:
-        """Take in a worker's memory report (`protocol.MEMORY_KEY`): the device's size, the reference's
-        traced peak (at load), its measured peak (the fixed check), what the allocator holds."""
+        """Take in a worker's memory report (`protocol.MEMORY_KEY`) on the request in hand: the device's
+        size, the reference's traced peak (at load), its measured peak (the fixed check), the most its
+        tensors took (at the request's scale)."""
         memory = memory or {}
         if memory.get("total"):
             self.capacity = int(USABLE * memory["total"])
@@ -85,7 +116,7 @@ class DeviceShare:
             self.reference_bytes, self.measured = int(memory["reference_peak"]), True  # measured beats traced
         elif memory.get("estimate") and not self.measured:
             self.reference_bytes = max(self.reference_bytes, int(memory["estimate"]))
-        self.seen_bytes = max(self.seen_bytes, int(memory.get("peak") or 0))
+        self.seen[self.scale] = max(self.seen[self.scale], int(memory.get("peak") or 0))
 
     def reserve(self) -> float:
         """Hold what the submission needs before its next request, waiting while the device is full;

@@ -10,9 +10,11 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
   that waits first takes a turnstile that every shared holder passes on its way in, so new requests
   queue behind it instead of starving it; it also holds the `waiting` file (shared) while it waits and
   runs, which tells the workers to hand their cached GPU memory back after their request.
-- `Ledger`: each holder reserves the bytes it expects its submission to need and waits while the
+- `Ledger`: each holder reserves the bytes it expects its next request to need and waits while the
   device's capacity is taken. A request counts every earlier one still waiting as held, so it goes
-  ahead of them only when all fit, and a stream of small requests never starves a big one; a
+  ahead of them only when all fit, unless it is small (at most BACKFILL of the capacity) and fits
+  beside what is held now: on an H200 a kernel waiting for 87 GiB held every shard's 1-4 GiB request
+  up for a minute, while the big one waits for its room or its limit (`MAX_WAIT_S`) either way. A
   request larger than the whole capacity is granted when nothing else is held.
 """
 
@@ -132,6 +134,7 @@ def retry_waiting(path: str | None = None) -> bool:
 
 
 MAX_WAIT_S = 60.0
+BACKFILL = 1 / 16  # the largest share of the capacity a request may take ahead of earlier waiters
 MAX_WAIT_ENV = "RESCORE_LEDGER_MAX_WAIT_S"
 
 def _start_time(pid: int) -> str | None:
@@ -222,7 +225,8 @@ class Ledger:
             ahead = [e for k, e in entries.items()
                      if k != owner and e["want"] is not None and e["order"] < own["order"]]
             extra = sum(max(0, e["want"] - e["held"]) for e in ahead)
-            if others + extra + nbytes <= capacity or (not ahead and others == 0):
+            small = nbytes <= BACKFILL * capacity and others + nbytes <= capacity
+            if small or others + extra + nbytes <= capacity or (not ahead and others == 0):
                 own.update(held=nbytes, want=None)
                 return True
             return False
