@@ -608,6 +608,75 @@ def test_degenerate_problems_zeros_pass_a_long_softmax_but_not_relu():
     assert {relu[k] for k in ("zeros", "mean", "input", "noise")} == {"fail"}
 
 
+STAND_IN = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        {body}
+
+
+def get_inputs():
+    return [torch.randn(16, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+STAND_INS = {
+    "zeros": "return torch.zeros_like(x)",  # zeros, the mean (0) and noise of scale 0 pass; the input fails
+    "row_sum": "return x.sum(dim=1)",  # no input of the output's shape: `input` does not apply
+    "pair": "return x, x",  # no single tensor output: no null applies
+    "raises": "raise RuntimeError('the reference itself is broken')",
+}
+
+
+def stand_in_problems(tmp_path, names):
+    from rescore.model.records import Problem
+
+    problems = []
+    for name in names:
+        path = tmp_path / f"{name}.py"
+        path.write_text(STAND_IN.format(body=STAND_INS[name]))
+        problems.append(("stand-in", Problem(problem_id=f"stand-in/{name}", source=path.read_text(), path=str(path),
+                                             op=name)))
+    return problems
+
+
+def test_a_problems_four_nulls_cost_one_load_and_a_known_null_passes(tmp_path, monkeypatch):
+    from rescore.engine import degenerate
+    from rescore.engine.sandbox import Worker
+
+    workers = []
+
+    class Counted(Worker):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            workers.append(self)
+
+    monkeypatch.setattr(degenerate, "Worker", Counted)
+    df = degenerate.degenerate_table(stand_in_problems(tmp_path, ["zeros", "row_sum", "pair"]), RunConfig())
+    assert len(workers) == 1 and (workers[0].starts, workers[0].loads) == (1, 3)  # one load a problem
+    zeros, row_sum, pair = (df.iloc[k] for k in range(3))
+    assert [zeros[k] for k in ("zeros", "mean", "input", "noise")] == ["pass", "pass", "fail", "pass"]
+    assert zeros.passing_nulls == "zeros,mean,noise" and bool(zeros.degenerate) and zeros.reason is None
+    assert zeros.zeros_max_diff == 0.0 and zeros.input_max_diff > 1.0
+    assert row_sum.input == "n/a" and pd.isna(row_sum.input_max_diff) and not bool(row_sum.degenerate)
+    assert {row_sum[k] for k in ("zeros", "mean", "noise")} == {"fail"}
+    assert {pair[k] for k in ("zeros", "mean", "input", "noise")} == {"n/a"} and not bool(pair.degenerate)
+
+
+def test_a_problem_whose_reference_raises_is_no_nulls_verdict(tmp_path):
+    from rescore.engine.degenerate import degenerate_table
+
+    row = degenerate_table(stand_in_problems(tmp_path, ["raises"]), RunConfig()).iloc[0]
+    assert pd.isna(row.degenerate) and row.passing_nulls == ""
+    assert {row[k] for k in ("zeros", "mean", "input", "noise")} == {"skipped"}
+    assert str(tmp_path / "raises.py") in row.reason and "the reference itself is broken" in row.reason
+
+
 def test_a_dumps_problems_are_shared_out_over_its_degenerate_jobs_each_once(tmp_path):
     from rescore.engine import degenerate
     from rescore.model.records import submission_to_dict

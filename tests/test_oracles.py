@@ -18,6 +18,66 @@ def test_kernelbench_trial_seeds_follow_the_benchmark():
     assert trial_seeds() == expected
 
 
+def test_null_check_judges_each_null_as_the_benchmarks_check_judges_a_candidate_that_returns_it():
+    """One reference run a trial for all the nulls gives each the verdict and trials that the check
+    gives a ModelNew built as the check builds it, running its own reference and returning that null;
+    a null that does not apply is one whose candidate raises."""
+    import types
+
+    import torch
+
+    from rescore.model.nulls import NULLS
+    from rescore.oracle.fixed import kernelbench_check, null_check, null_output
+
+    source = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n, m):
+        super().__init__()
+        self.linear = nn.Linear(n, m)
+
+    def forward(self, x):
+        return {body}
+
+def get_inputs():
+    return [torch.randn(8, 16)]
+
+def get_init_inputs():
+    return [16, {m}]
+"""
+
+    def candidate(problem, kind):
+        class ModelNew(torch.nn.Module):
+            def __init__(self, *init):
+                super().__init__()
+                self.reference = problem.Model(*init)
+
+            def forward(self, *inputs):
+                null = null_output(kind, self.reference(*inputs), list(inputs))
+                if null is None:
+                    raise ValueError("this null does not apply")
+                return null
+
+        return types.SimpleNamespace(ModelNew=ModelNew)
+
+    for body, m in (("self.linear(x) * 1e-3", 4), ("torch.tanh(self.linear(x)) + x", 16)):
+        problem = types.ModuleType("stand_in")
+        exec(source.format(body=body, m=m), problem.__dict__)
+        nulls = null_check(problem, "cpu")["nulls"]
+        seen = set()
+        for kind in NULLS:
+            try:
+                expected = kernelbench_check(problem, candidate(problem, kind), "cpu")
+            except ValueError:
+                assert nulls[kind] is None, (body, kind)
+                continue
+            assert nulls[kind] == {"verdict": expected["verdict"], "trials": expected["trials"]}, (body, kind)
+            seen.add(expected["verdict"])
+        assert seen == ({"pass"} if m == 4 else {"fail"}), body
+
+
 def test_correct_kernel_passes_both_oracles(worker):
     rows = run_submission(toy_submission("problem_scale.py", "scale_correct.py"), CFG, worker)
     assert Counter(r["outcome"] for r in rows) == {"pass": 25}

@@ -1,5 +1,11 @@
-"""Degenerate problems: per problem, each null candidate run through the benchmark's own fixed check in a
+"""Degenerate problems: per problem, each null candidate judged by the benchmark's own fixed check in a
 sandboxed worker; a problem is degenerate when any of them passes, so a "correct" verdict on it says little.
+
+A problem's four nulls are one job (`protocol.null_candidates`): one load, and one run of the check's
+reference (its model built once, called once a trial) from which every null's output is derived
+(`oracle/fixed.py`, `null_check`). Run as four submissions, each its own check with the reference
+inside its forward, they would cost four loads, eight model constructions and forty reference calls
+a problem (13-19 s on an H200 at CUDA-L1's sizes).
 
 A dump's problems are shared out over a few jobs that run beside the check shards (`shard_count`,
 `shard_problems`, `rule degenerate_shard`): one worker for a dump's 199 problems at the benchmark's
@@ -16,13 +22,14 @@ import pandas as pd
 
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
-from rescore.ingest.nulls import NULLS, null_submissions
+from rescore.model.nulls import NULLS
 from rescore.model.outcomes import FixedVerdict, Outcome
 from rescore.model.records import Problem, Submission, read_manifests
 from rescore.model.run import RunConfig
+from rescore.worker.protocol import NULLS_KEY, null_candidates
 
 log = logging.getLogger("rescore")
-PROBLEMS_PER_SHARD = 25  # at 15 s a problem on an H200 (CUDA-L1's sizes), about 6 minutes a job
+PROBLEMS_PER_SHARD = 25  # on an H200 at CUDA-L1's sizes, under 6 minutes a job (15 s a problem, nulls run apart)
 
 
 def _verdict(row: dict) -> FixedVerdict | str:
@@ -43,7 +50,7 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
 
     `problems` is [(dump, Problem)]; `cfg` a RunConfig (device, fixed profile, dtype).
     Null candidates run in a sandboxed worker on `gpu` (`gpus.worker_gpu`), under exactly the check the
-    submissions faced."""
+    submissions faced; a failure of the problem's own code (or of the worker) is every null's outcome."""
     rows = []
     worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu)
     try:
@@ -58,13 +65,14 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
                 "device": cfg.device,
             }
             reasons = []
-            for sub in null_submissions(problem):
-                kind = sub.name.split(":")[1]
-                fixed = run_submission(sub, cfg, worker, cases=[], fixed=True)[0]
-                row[kind] = _verdict(fixed)
-                row[f"{kind}_max_diff"] = fixed.get("max_abs_err")
+            fixed = run_submission(null_candidates(problem), cfg, worker, cases=[], fixed=True)[0]
+            judged = fixed.get(NULLS_KEY)  # absent when the check did not run (the problem's code, the worker)
+            for kind in NULLS:
+                result = judged[kind] if judged else fixed
+                row[kind] = _verdict(result)
+                row[f"{kind}_max_diff"] = result.get("max_abs_err")
                 if row[kind] not in (FixedVerdict.PASS, FixedVerdict.FAIL, "n/a"):
-                    reasons.append(f"{kind}: {fixed.get('outcome')}: {fixed.get('reason') or ''}"[:300])
+                    reasons.append(f"{kind}: {result.get('outcome')}: {result.get('reason') or ''}"[:300])
             passing = [k for k in NULLS if row[k] == FixedVerdict.PASS]
             row["passing_nulls"] = ",".join(passing)
             # Unknown (null) when no null passed but some could not be run at all.

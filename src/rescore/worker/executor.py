@@ -105,6 +105,8 @@ class Executor:
             )
             return {}
         sub = job["submission"]
+        if self.loaded.nulls:  # no candidate to load: the fixed check derives the nulls from the reference
+            return loading.schema_dict(self.loaded.schema)
         if sub["language"] == "cuda" and self.device != "cuda":
             self.loaded.load_error = Verdict(
                 Outcome.SKIPPED, "CUDA C submission (load_inline) needs a GPU; run on a CUDA device")
@@ -126,10 +128,11 @@ class Executor:
 
     # -- the fixed-shape check -------------------------------------------------------------------
     def run_fixed(self, profile: str, dtype: str = "float32") -> dict:
-        """The benchmark's own fixed-shape check under `profile` (`fixed.py`)."""
+        """The benchmark's own fixed-shape check under `profile` (`fixed.py`): of the candidate, or of the
+        problem's null candidates in a job that holds them."""
         self.guard.begin()
         calls = ExtensionUse.calls
-        row = fixed.run_fixed(self, profile, dtype)
+        row = (fixed.run_nulls if self.loaded.nulls else fixed.run_fixed)(self, profile, dtype)
         return self.guard.with_findings(cuda_columns(row, self.language, calls))
 
     # -- timing ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from rescore.model.schema import OpSchema
 from rescore.worker.exceptions import Verdict
+from rescore.worker.protocol import NULL_CANDIDATES
 
 
 @dataclass
@@ -28,3 +29,8 @@ class Loaded:
     @property
     def candidate_file(self) -> str | None:
         return getattr(self.candidate, "__file__", None)
+
+    @property
+    def nulls(self) -> bool:
+        """The job holds no candidate but the problem's null candidates (`protocol.null_candidates`)."""
+        return self.job.get("submission", {}).get("language") == NULL_CANDIDATES

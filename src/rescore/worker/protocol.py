@@ -11,6 +11,9 @@ The only worker module the parent imports (the `worker` contract of `.importlint
     Time(dtype, warmup, ...)    -> ("time", {"dtype", "warmup", "repeats", "budget_s", "host_clock", "flush_bytes"})
     Stop()                      -> ("stop",)
 
+A job whose submission's language is NULL_CANDIDATES (`null_candidates`) holds no candidate: its
+fixed check judges the problem's null candidates, each one's row under NULLS_KEY of its answer.
+
 A request travels as (token, wire); its answer as (token, status, row), `status` a `Status` value
 and `row` a plain dict holding the worker's resident memory under RSS_KEY and where the request's time
 went under PHASES_KEY (and, on a shared device, its memory under MEMORY_KEY; a request to run again
@@ -23,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import Enum
 
-from rescore.model.records import Submission, cuda_only
+from rescore.model.records import Problem, Submission, cuda_only
 
 
 class Kind(str, Enum):
@@ -112,6 +115,10 @@ MEMORY_KEY = "_memory"
 ALONE_KEY = "_alone"
 PHASES_KEY = "_phases"  # seconds per phase of the request (`phases.PhaseTimer.take`), taken out likewise
 EXPLAIN_KEY = "_explain"  # in a case's row: its experiments wait for an `Explain` request (taken out by the runner)
+# The language of a job's submission that is a problem's null candidates (`null_candidates`), and where
+# its fixed check's row holds each null's {"outcome", "reason", "max_abs_err"} (`worker/fixed.py`, `run_nulls`).
+NULL_CANDIDATES = "nulls"
+NULLS_KEY = "nulls"
 
 
 class UnknownMessage(ValueError):
@@ -175,6 +182,13 @@ def job_of(sub: Submission) -> dict:
             "cuda_only": cuda_only(sub.source),
         },
     }
+
+
+def null_candidates(problem: Problem) -> Submission:
+    """A problem's null candidates (`model/nulls.py`) as one submission with no source: loaded, its fixed
+    check runs the reference once per trial and judges every null on that output."""
+    return Submission(name=f"null:{problem.problem_id}", problem=problem, source="", path="", dump="null",
+                      language=NULL_CANDIDATES, dtypes=("float32",))
 
 
 def plain(row: dict) -> dict:
