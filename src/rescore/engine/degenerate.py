@@ -29,7 +29,9 @@ from rescore.model.run import RunConfig
 from rescore.worker.protocol import NULLS_KEY, null_candidates
 
 log = logging.getLogger("rescore")
-PROBLEMS_PER_SHARD = 25  # on an H200 at CUDA-L1's sizes, under 6 minutes a job (15 s a problem, nulls run apart)
+# 25 problems a job: under 7 minutes on an H200 at CUDA-L1's sizes when a problem's four nulls were four
+# checks (13-19 s a problem); one check for the four took 2.3x less on the CPU (17 level-1 problems).
+PROBLEMS_PER_SHARD = 25
 
 
 def _verdict(row: dict) -> FixedVerdict | str:
