@@ -1,5 +1,5 @@
 """One worker's part in sharing its device (`runtime/device_share.py`): the lock it holds around each
-request, and the memory it reserves for the submission it runs.
+request, and the memory it reserves for each request of the submission it runs.
 
 What a submission needs is estimated from the worker's own answers (`protocol.MEMORY_KEY`): at load,
 the reference's peak at the benchmark's sizes traced on the meta device (`worker/footprint.py`); after
@@ -119,7 +119,7 @@ class DeviceShare:
         self.seen[self.scale] = max(self.seen[self.scale], int(memory.get("peak") or 0))
 
     def reserve(self) -> float:
-        """Hold what the submission needs before its next request, waiting while the device is full;
+        """Hold what the next request needs at its scale (`needed`), waiting while the device is full;
         returns the seconds it waited."""
         if self.capacity is None:
             return 0.0
