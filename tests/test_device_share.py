@@ -27,7 +27,7 @@ from rescore.engine.sharing import (
 from rescore.model.oom import is_oom, requested_bytes
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import DeviceLock, Ledger, retry_waiting
-from rescore.worker.protocol import ALONE_KEY, Case, Explain, Fixed, Load, Time, encode
+from rescore.worker.protocol import ALONE_KEY, Case, Explain, Fixed, Load, Time
 
 
 def test_a_retry_alone_waits_for_running_requests_and_goes_before_new_ones(tmp_path):
@@ -178,20 +178,20 @@ def test_what_a_kernel_held_at_the_benchmarks_sizes_is_not_reserved_for_its_smal
     cases 64 times smaller, every other shard waiting behind it. A request reserves what was seen at
     its own scale: the benchmark's sizes (the fixed check, timing, `benchmark_shape`, a trigger's
     inputs) or the fuzz oracle's drawn sizes; an explanation runs at its case's."""
-    assert [scale_of(encode(m)) for m in (Load({}), Fixed("kernelbench-v0.1"), Time("float32", 1, 1, 1.0))] == [
+    assert [scale_of(m) for m in (Load({}), Fixed("kernelbench-v0.1"), Time("float32", 1, 1, 1.0))] == [
         BENCHMARK] * 3
     drawn, at_benchmark = Case("default", 1, "float32"), Case("benchmark_shape", 2, "float32")
-    assert scale_of(encode(drawn)) == FUZZ and scale_of(encode(at_benchmark)) == BENCHMARK
-    assert scale_of(encode(Case("default", 3, "float32", override={"sizes": {"N": 8}}))) == BENCHMARK
-    assert scale_of(encode(Explain())) == ""
+    assert scale_of(drawn) == FUZZ and scale_of(at_benchmark) == BENCHMARK
+    assert scale_of(Case("default", 3, "float32", override={"sizes": {"N": 8}})) == BENCHMARK
+    assert scale_of(Explain()) == ""
     share = DeviceShare("cuda", gpu="0", folder=tmp_path)
     share.begin()
     share.observe({"estimate": 1 << 30, "total": 80 << 30})
-    share.at(scale_of(encode(Fixed("kernelbench-v0.1"))))
+    share.at(scale_of(Fixed("kernelbench-v0.1")))
     share.observe({"reference_peak": 1 << 30, "peak": 40 << 30})  # the candidate held 40 GiB there
     for msg, need in [(drawn, FACTOR * (1 << 30)), (Explain(), FACTOR * (1 << 30)), (at_benchmark, 40 << 30),
                       (Explain(), 40 << 30), (drawn, FACTOR * (1 << 30))]:
-        share.at(scale_of(encode(msg)))
+        share.at(scale_of(msg))
         assert share.needed() == CONTEXT_BYTES + need, msg
     share.observe({"peak": 5 << 30})  # a drawn case that held more than the estimate raises its scale's
     assert share.needed(FUZZ) == CONTEXT_BYTES + (5 << 30) and share.needed(BENCHMARK) == CONTEXT_BYTES + (40 << 30)

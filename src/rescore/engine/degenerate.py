@@ -22,6 +22,7 @@ import pandas as pd
 
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
+from rescore.engine.shards import runnable
 from rescore.model.nulls import NULLS
 from rescore.model.outcomes import FixedVerdict, Outcome
 from rescore.model.records import Problem, Submission, read_manifests
@@ -107,9 +108,7 @@ def problems_of(subs: list[Submission]) -> list[tuple[str, Problem]]:
     """The distinct problems of the readable submissions `subs`, as [(dump, Problem)] in their order."""
     seen: set[tuple[str, str]] = set()
     out = []
-    for sub in subs:
-        if (sub.extra or {}).get("ingest_error"):
-            continue
+    for sub in runnable(subs):
         key = (sub.problem.problem_id, sub.problem.content_hash)
         if key not in seen:
             seen.add(key)

@@ -346,14 +346,13 @@ class Worker:
             if again:  # a fresh process's start is not the case's time
                 self._whole = phase_log.RESTART
                 self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
-        wire = encode(msg)
         if load:
             self.share.begin()
         else:
-            self.share.at(scale_of(wire))
+            self.share.at(scale_of(msg))
             if self.share.lock.held is None:  # a retry alone holds the device already: it waits for no one
                 self._reserve()
-        result = self._ask(wire, timeout)
+        result = self._ask(encode(msg), timeout)
         if load and self.share.lock.held is None:
             self._reserve()  # the new submission's estimate, waited for outside its load's time
         return result

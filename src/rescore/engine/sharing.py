@@ -34,7 +34,7 @@ from rescore.model.findings import merge
 from rescore.model.oom import alone_reason, size_text
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import DeviceLock, Ledger, share_folder
-from rescore.worker.protocol import ALONE_KEY, MEASURE_ENV, Kind
+from rescore.worker.protocol import ALONE_KEY, MEASURE_ENV, Case, Fixed, Load, Request, Time
 
 log = logging.getLogger("rescore")
 
@@ -47,17 +47,15 @@ WAIT_NOTE_S = 1.0  # a reservation that waited longer than this is logged
 BENCHMARK, FUZZ = "benchmark", "fuzz"  # the sizes a request runs at (`scale_of`)
 
 
-def scale_of(wire: tuple) -> str:
-    """The sizes a request (a `protocol.encode` wire tuple) runs at: BENCHMARK for the fixed check,
-    a timing row, a fuzz case of a strategy at the benchmark's sizes or a trigger's named inputs
-    (their sizes unknown here), else FUZZ (an explanation follows its case: `DeviceShare.scale`)."""
-    kind = wire[0]
-    if kind in (Kind.FIXED, Kind.TIME, Kind.LOAD):
+def scale_of(msg: Request) -> str:
+    """The sizes a request runs at: BENCHMARK for a load, the fixed check, a timing row, a fuzz case of
+    a strategy at the benchmark's sizes or a trigger's named inputs (their sizes unknown here), else
+    FUZZ; "" for an explanation, which runs at its case's (`DeviceShare.at`)."""
+    if isinstance(msg, (Load, Fixed, Time)):
         return BENCHMARK
-    if kind == Kind.CASE:
-        fields = wire[1] if len(wire) > 1 and isinstance(wire[1], dict) else {}
-        strategy = STRATEGIES.get(str(fields.get("strategy")))
-        return BENCHMARK if fields.get("override") or strategy is None or strategy.shapes == "fixed" else FUZZ
+    if isinstance(msg, Case):
+        strategy = STRATEGIES.get(msg.strategy)
+        return BENCHMARK if msg.override or strategy is None or strategy.shapes == "fixed" else FUZZ
     return ""
 
 
