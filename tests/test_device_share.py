@@ -14,20 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from rescore.engine.sharing import (
-    BENCHMARK,
-    CONTEXT_BYTES,
-    FACTOR,
-    FUZZ,
-    USABLE,
-    DeviceShare,
-    alone_result,
-    scale_of,
-)
+from rescore.engine.sharing import CONTEXT_BYTES, FACTOR, USABLE, DeviceShare, alone_result
 from rescore.model.oom import is_oom, requested_bytes
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import DeviceLock, Ledger, retry_waiting
-from rescore.worker.protocol import ALONE_KEY, Case, Explain, Fixed, Load, Time
+from rescore.worker.protocol import ALONE_KEY, BENCHMARK, FUZZ, Case, Explain, Fixed, Load, Time, scale_of
 
 
 def test_a_retry_alone_waits_for_running_requests_and_goes_before_new_ones(tmp_path):
@@ -222,6 +213,56 @@ def test_a_worker_tells_its_share_each_requests_scale_before_it_reserves(tmp_pat
     assert scales[0] == BENCHMARK and sorted(s for s in scales[1:] if s) == [BENCHMARK, FUZZ]  # "": an explanation
 
 
+def test_a_worker_idle_between_requests_hands_its_cache_back_before_a_retry_alone_starts(tmp_path, monkeypatch):
+    """On an H100 workers waiting for their next request kept 24 and 31 GiB through other workers'
+    retries alone, which ran out of memory "with the GPU to itself": an idle worker looks for a waiting
+    retry while it waits, and the retry starts only after it had the time to hand its cache back."""
+    import multiprocessing
+
+    from rescore.runtime.device_share import WAITING_ENV
+    from rescore.worker import footprint
+
+    lock = DeviceLock(tmp_path, "gpu-0", settle_s=0.5)
+    monkeypatch.setenv(WAITING_ENV, str(lock.paths["waiting"]))
+    released: list[float] = []
+    monkeypatch.setattr(footprint, "release", lambda device: released.append(time.monotonic()))
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    began: list[tuple[float, int]] = []
+
+    def retry_alone() -> None:
+        time.sleep(0.3)  # the worker is waiting for a request by now
+        with lock.exclusive():
+            began.append((time.monotonic(), len(released)))
+        writer.send("next request")
+
+    retry = threading.Thread(target=retry_alone)
+    retry.start()
+    footprint.wait_for_request(reader, "cuda")  # returns once the request is there
+    retry.join(5)
+    assert reader.recv() == "next request"
+    assert len(released) == 1 and began[0][1] == 1 and released[0] < began[0][0]  # handed back once, before it
+    writer.send("another")
+    footprint.wait_for_request(reader, "cuda")  # no retry waiting: the cache is kept
+    footprint.wait_for_request(reader, "cpu")  # nothing cached on the CPU: no look at all
+    assert len(released) == 1
+
+
+def test_a_worker_hands_its_cache_back_when_its_requests_drop_to_the_fuzz_sizes(monkeypatch):
+    """The parent's reservation drops from the benchmark's sizes to the drawn ones (`DeviceShare.at`),
+    so the worker's cache from its fixed check must not stay behind it."""
+    from rescore.worker import footprint
+
+    released: list[str] = []
+    monkeypatch.setattr(footprint, "release", released.append)
+    drawn, at_benchmark = Case("default", 1, "float32"), Case("benchmark_shape", 1, "float32")
+    scale = BENCHMARK
+    seen = []
+    for msg in (Fixed("kernelbench-v0.1"), drawn, drawn, Explain(), at_benchmark, Explain(), drawn):
+        scale = footprint.at_scale("cuda", scale, scale_of(msg))
+        seen.append((scale, len(released)))
+    assert seen == [(BENCHMARK, 0), (FUZZ, 1), (FUZZ, 1), (FUZZ, 1), (BENCHMARK, 1), (BENCHMARK, 1), (FUZZ, 2)]
+
+
 def test_the_measured_reference_peak_is_the_references_own_not_what_the_process_held(monkeypatch):
     """The fixed check's peak counts the reference's inputs, weights and what the allocator took
     during its call, never the candidate's model or outputs already held (the reservation multiplies it)."""
@@ -311,36 +352,26 @@ def test_other_failures_are_not_out_of_memory(exc):
 def test_a_request_waiting_for_a_retry_alone_has_its_whole_time_after_the_wait(tmp_path, monkeypatch):
     """A request that waits for another worker's retry alone (the device lock) starts its per-case
     timeout and its call limits once it holds the lock: the wait is nobody's turn, and the phase
-    table shows it as `device_wait`."""
-    from conftest import toy_submission
+    table shows it as `device_wait`; nor is it the submission's budget (`pacing.Pace.spent`): with a
+    2 s budget every case still runs (before, the fuzz cases were `skipped` as the budget spent)."""
+    from conftest import HeldAlone, toy_submission
 
     from rescore.engine.phase_log import DEVICE_WAIT, PhaseLog
     from rescore.engine.runner import RunConfig, run_submission
     from rescore.engine.sandbox import Worker
 
     monkeypatch.setenv("RESCORE_DEVICE_SHARE", str(tmp_path))
-    cfg = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=2)
+    cfg = RunConfig(strategies={"default": 3}, dtypes=("float32",), timeout_s=2, submission_budget_s=2)
     sub = toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",))
     worker = Worker("cpu", 1 << 15)
-    other = DeviceLock(tmp_path, worker.share.key)
-    holding, release = threading.Event(), threading.Event()
-
-    def retry_alone() -> None:
-        with other.exclusive():
-            holding.set()
-            release.wait(10)
-
+    other = HeldAlone(tmp_path, worker, 3.0)  # longer than the 2 s per-case timeout and the budget
     try:
         run_submission(sub, cfg, worker)  # the worker is up: its next load is quick
-        holder = threading.Thread(target=retry_alone)
-        holder.start()
-        holding.wait(5)
-        threading.Timer(3.0, release.set).start()  # longer than the 2 s per-case timeout
+        other.start()
         worker.phases = spent = PhaseLog()
         rows = run_submission(sub, cfg, worker)
-        holder.join(10)
     finally:
-        release.set()
+        other.join()
         worker.stop()
-    assert {r["outcome"] for r in rows} == {Outcome.PASS}
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 4, [r.get("reason") for r in rows]
     assert spent.seconds[DEVICE_WAIT] >= 2.5

@@ -78,6 +78,17 @@ def test_a_spent_budget_stops_the_next_case_and_says_how_many_ran():
     assert submission_budget({"submission_budget_s": {"cuda": 0}}, "cuda") is None  # 0: no budget
 
 
+def test_the_time_a_submission_waits_for_its_device_is_not_its_budgets():
+    """Waiting for memory another worker holds, or for another submission's retry alone, is the
+    device's contention: how many of a kernel's cases run must not depend on what shared its device."""
+    waited = {"s": 7.0}  # the worker's waits before this submission: not this one's
+    pace = Pace(timeout_s=30, total=5, budget_s=4, started=time.monotonic() - 5, waited=lambda: waited["s"])
+    waited["s"] += 2.5  # 5 s since the clock started, 2.5 of them waiting: 2.5 s spent
+    assert pace.stop_reason() is None and 2.4 < pace.spent() < 2.7
+    waited["s"] -= 1.5  # 1 s of waits: 4 s spent
+    assert pace.stop_reason() == "submission budget of 4 s spent after 0 of 5 cases"
+
+
 def test_a_settled_submission_or_a_spent_budget_is_not_shrunk():
     from rescore.engine.shrink import shrink_failure
 

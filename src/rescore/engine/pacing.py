@@ -8,7 +8,10 @@ every case; neither changes its verdict after the first few. So, per submission:
 - **budget**: its cases (the fixed check first, so a verdict always exists) run until its budget of
   wall-clock seconds, counted from the end of its load, is spent; the rest are `skipped`, saying
   how many ran. The budget is checked between cases: a case that starts in time runs to its own
-  timeout.
+  timeout. The time it waited for its device (memory another worker holds, another submission's
+  retry alone: `engine/sharing.py`) is not counted: the budget caps what a kernel costs, and how many
+  of its cases run must not depend on what shared its device (on an H100 12 submissions of the two
+  external dumps spent their budget mostly waiting, 3 on an H200).
 - **settling**: `after` cases in a row whose worker died the same way (a timeout, or a crash by
   the same signal or exit code) settle it: its verdict is already flagged by a genuine timeout or
   crash and cannot change, and its remaining cases are `skipped` with that reason. Cases in a row
@@ -31,6 +34,7 @@ every case; neither changes its verdict after the first few. So, per submission:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rescore.model.outcomes import Outcome
@@ -43,6 +47,10 @@ def call_limit(floor_s: float, factor: float, reference_s: float) -> float | Non
     """How long a candidate's calls at some sizes may take: `floor_s` plus `factor` times the float64
     reference's own time at those sizes (None when `floor_s` is 0: only the per-case timeout)."""
     return floor_s + factor * max(0.0, reference_s) if floor_s > 0 else None
+
+
+def _no_wait() -> float:
+    return 0.0
 
 
 @dataclass
@@ -60,12 +68,20 @@ class Pace:
     streak: list[str] = field(default_factory=list)  # death kinds of the last cases, in a row
     full_timeouts: int = 0  # timeouts at the full per-case timeout in the current streak
     limited_timeouts: int = 0  # timeouts at a call's own limit (`call_limit`) in the current streak
+    waited: Callable[[], float] = _no_wait  # the seconds its worker has waited for its device so far
+
+    def __post_init__(self) -> None:
+        self._waited_before = self.waited()
+
+    def spent(self) -> float:
+        """The budget's seconds spent: since the clock started, less the waits for the device."""
+        return time.monotonic() - self.started - (self.waited() - self._waited_before)
 
     def stop_reason(self) -> str | None:
         """Why the next case is not run (None: run it)."""
         if self.settle_after and len(self.streak) >= self.settle_after:
             return self._settled()
-        if self.budget_s is not None and time.monotonic() - self.started >= self.budget_s:
+        if self.budget_s is not None and self.spent() >= self.budget_s:
             return f"submission budget of {self.budget_s:g} s spent after {self.done} of {self.total} cases"
         return None
 

@@ -163,7 +163,7 @@ def run_submission(
     # The clock starts after the load (it has its own timeout): the fixed check always runs, so a
     # submission stopped by its budget or settled still has a verdict.
     pace = Pace(cfg.timeout_s, int(fixed) + len(remembered) + len(cases), cfg.submission_budget_s,
-                cfg.settle_after, cfg.settle_timeout_s)
+                cfg.settle_after, cfg.settle_timeout_s, waited=lambda: worker.device_waited_s)
     beyond = None  # why the benchmark's own sizes are beyond this machine, once its harness ran out there
     if fixed:
         timeout = pace.timeout()

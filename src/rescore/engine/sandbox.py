@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import BinaryIO
@@ -32,7 +33,7 @@ from typing import BinaryIO
 from rescore.engine import phase_log
 from rescore.engine.pacing import HARNESS_TIMEOUT
 from rescore.engine.phase_log import PhaseLog
-from rescore.engine.sharing import DeviceShare, alone_result, scale_of
+from rescore.engine.sharing import DeviceShare, alone_result
 from rescore.engine.turn_clock import TurnClock
 from rescore.engine.worker_env import network_isolation, worker_env
 from rescore.model.findings import claims_verdict, merge
@@ -50,6 +51,7 @@ from rescore.worker.protocol import (
     Status,
     Stop,
     encode,
+    scale_of,
 )
 
 __all__ = ["Worker", "WorkerDied", "network_isolation", "request_with_retry", "run_with_retry"]
@@ -189,6 +191,7 @@ class Worker:
         self.standby: _Process | None = None  # a process started beside a long request (`_start_standby`)
         self.standbys_used = 0  # restarts that took over a standby
         self.spawned = 0  # processes started, standbys included (their log files' numbers)
+        self.device_waited_s = 0.0  # waits for the device (memory, a retry alone), over the worker's life
 
     def start(self) -> None:
         """A worker process: the standby when one is up (its start already paid beside a hang), else a new one."""
@@ -464,6 +467,8 @@ class Worker:
             return packet
 
     def _charge(self, phase: str, seconds: float) -> None:
+        if phase == phase_log.DEVICE_WAIT:
+            self.device_waited_s += seconds  # not the submission's budget (`pacing.Pace.spent`)
         if self.phases is not None:
             self.phases.add(phase, seconds)
 
@@ -474,6 +479,15 @@ class Worker:
         except subprocess.TimeoutExpired:
             return False
         return True
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """The device to this worker alone for the requests inside (a retry after running out of
+        memory), the wait for it charged as `device_wait`."""
+        began = time.monotonic()
+        with self.share.lock.exclusive():
+            self._charge(phase_log.DEVICE_WAIT, time.monotonic() - began)
+            yield
 
     def load(self, job: dict, timeout: float) -> dict:
         self.job = job
@@ -506,11 +520,11 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
     deaths = 0
     for _ in range(retries + 1):
         try:
-            with worker.share.lock.exclusive() if alone else contextlib.nullcontext():
+            with worker.alone() if alone else contextlib.nullcontext():
                 result = worker.request(msg, timeout)
             if needs_device_alone(result) and not alone:
                 first = str(result.get("reason") or "")[:160]
-                with worker.share.lock.exclusive():
+                with worker.alone():
                     result = worker.request(msg, timeout)
                 log.info("retried alone on %s (%s): %s", worker.share.key, first, result.get("outcome"))
             result = alone_result(result, worker.device)

@@ -8,11 +8,12 @@ tensors took during it (not what its allocator caches). The reservation before a
 
     CONTEXT_BYTES + max(FACTOR x the reference's peak, what the worker was seen to hold at its scale)
 
-A request's scale (`scale_of`) is the benchmark's sizes (the fixed check, a timing row, a fuzz case
+A request's scale (`protocol.scale_of`) is the benchmark's sizes (the fixed check, a timing row, a fuzz case
 of a strategy at the benchmark's sizes, a trigger's inputs) or the fuzz oracle's drawn sizes: what a
 candidate held in the fixed check is not what its smaller fuzz cases need (on an H200 a kernel held
 86 GiB at the benchmark's sizes, 64 times its fuzz cases' inputs, and the reservation kept 87 GiB
-for the rest of its 300 s, every other shard waiting behind it).
+for the rest of its 300 s, every other shard waiting behind it). A worker hands its allocator's cache
+back when the scale drops (`worker/loop.py`), so that what it holds stays what it reserved.
 
 FACTOR = 3: a fuzz case holds the float64 truth (twice the reference's float32 bytes) beside the
 candidate's run (about one reference's worth) at the benchmark's sizes (`benchmark_shape`), and
@@ -29,12 +30,11 @@ import re
 from pathlib import Path
 
 from rescore.engine.gpus import visible_device
-from rescore.inputs.strategies import STRATEGIES
 from rescore.model.findings import merge
 from rescore.model.oom import alone_reason, size_text
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import DeviceLock, Ledger, share_folder
-from rescore.worker.protocol import ALONE_KEY, MEASURE_ENV, Case, Fixed, Load, Request, Time
+from rescore.worker.protocol import ALONE_KEY, BENCHMARK, FUZZ, MEASURE_ENV
 
 log = logging.getLogger("rescore")
 
@@ -44,19 +44,6 @@ CONTEXT_BYTES = 768 << 20
 FACTOR = 3
 USABLE = 0.9
 WAIT_NOTE_S = 1.0  # a reservation that waited longer than this is logged
-BENCHMARK, FUZZ = "benchmark", "fuzz"  # the sizes a request runs at (`scale_of`)
-
-
-def scale_of(msg: Request) -> str:
-    """The sizes a request runs at: BENCHMARK for a load, the fixed check, a timing row, a fuzz case of
-    a strategy at the benchmark's sizes or a trigger's named inputs (their sizes unknown here), else
-    FUZZ; "" for an explanation, which runs at its case's (`DeviceShare.at`)."""
-    if isinstance(msg, (Load, Fixed, Time)):
-        return BENCHMARK
-    if isinstance(msg, Case):
-        strategy = STRATEGIES.get(msg.strategy)
-        return BENCHMARK if msg.override or strategy is None or strategy.shapes == "fixed" else FUZZ
-    return ""
 
 
 class DeviceShare:

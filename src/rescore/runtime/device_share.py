@@ -9,7 +9,9 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
 - `DeviceLock`: every request to a worker holds it shared, a retry alone holds it exclusive. A retry
   that waits first takes a turnstile that every shared holder passes on its way in, so new requests
   queue behind it instead of starving it; it also holds the `waiting` file (shared) while it waits and
-  runs, which tells the workers to hand their cached GPU memory back after their request.
+  runs, which tells the workers to hand their cached GPU memory back: after their request, or within
+  IDLE_POLL_S while they wait for one; the retry starts SETTLE_S after it raised that flag at the
+  earliest, so that the idle ones have done so.
 - `Ledger`: each holder reserves the bytes it expects its next request to need and waits while the
   device's capacity is taken. A request counts every earlier one still waiting as held, so it goes
   ahead of them only when all fit, unless it is small (at most BACKFILL of the capacity) and fits
@@ -32,6 +34,8 @@ from pathlib import Path
 
 WAITING_ENV = "RESCORE_DEVICE_WAITING"  # a worker's path to its device's `waiting` file
 LOCK_ENV = "RESCORE_DEVICE_LOCK"  # a worker's path to its device's lock file (the tests' stand-in kernels read it)
+IDLE_POLL_S = 0.2  # how often a worker waiting for its next request looks for a waiting retry
+SETTLE_S = 0.6  # the least time from a retry's flag to its start: an idle worker's look, its hand-back, a margin
 
 
 def share_folder() -> Path:
@@ -58,8 +62,9 @@ def _close_all(fds: list[int]) -> None:
 class DeviceLock:
     """A readers-writer lock on one device, across processes, with the writer (a retry alone) first."""
 
-    def __init__(self, folder: Path, key: str):
+    def __init__(self, folder: Path, key: str, settle_s: float = SETTLE_S):
         folder.mkdir(parents=True, exist_ok=True)
+        self.settle_s = settle_s
         self.paths = {name: folder / f"{key}.{name}" for name in ("lock", "turnstile", "waiting")}
         self.fds = {name: _open(path) for name, path in self.paths.items()}
         # Closed by `close`, else when the lock is dropped: a process that makes a worker per sanitizer
@@ -93,8 +98,10 @@ class DeviceLock:
             return
         assert self.held is None, "a retry alone is taken between requests, never inside one"
         fcntl.flock(self.fds["waiting"], fcntl.LOCK_SH)  # the workers hand their cached memory back
+        flagged = time.monotonic()
         fcntl.flock(self.fds["turnstile"], fcntl.LOCK_EX)  # no new request gets in
         fcntl.flock(self.fds["lock"], fcntl.LOCK_EX)  # the running ones have ended
+        time.sleep(max(0.0, self.settle_s - (time.monotonic() - flagged)))  # the idle ones have handed back
         self.held = "exclusive"
         try:
             yield

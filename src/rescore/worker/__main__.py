@@ -51,6 +51,9 @@ def main() -> None:
         def recv(self):
             return self.r.recv()
 
+        def poll(self, timeout: float) -> bool:
+            return self.r.poll(timeout)
+
         def send(self, obj) -> None:
             self.w.send(obj)
 

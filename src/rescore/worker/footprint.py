@@ -1,6 +1,8 @@
 """(In the worker.) What a submission is expected to need of its device's memory, and what the worker
-holds there: the reports the parent reserves memory by (`engine/sharing.py`), and handing cached
-memory back when a retry waits to have the device to itself.
+holds there: the reports the parent reserves memory by (`engine/sharing.py`), and handing the
+allocator's cache back where keeping it would make those reservations untrue: when a retry waits
+to have the device to itself (after a request, or while the worker waits for its next one), and
+when a submission's requests drop from the benchmark's sizes to the fuzz oracle's drawn ones.
 
 - at load, the reference's peak at the benchmark's sizes, traced on the meta device (no memory
   used; the tensors each op creates, minus those already dropped), or its inputs' and weights'
@@ -22,9 +24,9 @@ from collections.abc import Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rescore.runtime.device_share import retry_waiting
+from rescore.runtime.device_share import IDLE_POLL_S, retry_waiting
 from rescore.worker.problem_sizes import inputs_at
-from rescore.worker.protocol import MEASURE_ENV, MEMORY_KEY
+from rescore.worker.protocol import BENCHMARK, FUZZ, MEASURE_ENV, MEMORY_KEY
 from rescore.worker.timing import input_bytes
 
 
@@ -150,3 +152,29 @@ def hand_back(device: str, ran_out: bool) -> bool:
         return False
     release(device)
     return True
+
+
+def wait_for_request(conn, device: str) -> None:
+    """(Between requests.) Return when the parent's next request is there to read from `conn`; on a
+    GPU, meanwhile, hand the cache back once if another worker's retry waits for the device alone.
+    Only a worker that ends a request while a retry waits hands back after it (`hand_back`): on an
+    H100 workers idle between requests kept 24 and 31 GiB through such retries, which then ran out
+    of memory "with the GPU to itself" (their cases `skipped`)."""
+    if device != "cuda":
+        return
+    handed = False
+    while not conn.poll(IDLE_POLL_S):
+        if not handed and retry_waiting():
+            release(device)
+            handed = True
+
+
+def at_scale(device: str, last: str, scale: str) -> str:
+    """The scale the next request runs at (`protocol.scale_of`; "" keeps `last`); from the benchmark's
+    sizes down to the fuzz oracle's drawn ones the cache is handed back first. The parent's reservation
+    drops with the scale (`engine/sharing.py`): a cache kept from the fixed check (24 GiB on an H100)
+    beside a fuzz case's reservation of 1 GiB made the device run out where the ledger saw room."""
+    scale = scale or last
+    if last == BENCHMARK and scale == FUZZ:
+        release(device)
+    return scale

@@ -39,8 +39,10 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
     timer = PhaseTimer()  # where each request's time goes: sent with its answer (the phase table)
     executor = Executor(device, budget, phases=timer, explain=explain)
     executor.arm(audit)
+    scale = protocol.BENCHMARK  # the sizes the last request ran at (`protocol.scale_of`)
     while True:
         try:
+            footprint.wait_for_request(conn, device)
             packet = conn.recv()
         except EOFError:
             return
@@ -52,7 +54,9 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
         executor.guard.turns.begin(_noting(conn, token))
         try:
             with timer(str(wire[0])):
-                match protocol.decode(wire):
+                msg = protocol.decode(wire)
+                scale = footprint.at_scale(device, scale, protocol.scale_of(msg))
+                match msg:
                     case protocol.Load(job):
                         footprint.release(device)  # the previous submission's cache is not this one's need
                         result = loading.settle_load(executor.loaded, executor.load(job))

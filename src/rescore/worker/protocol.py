@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import Enum
 
+from rescore.inputs.strategies import STRATEGIES
 from rescore.model.records import Problem, Submission, cuda_only
 
 
@@ -90,6 +91,21 @@ class Stop:
 
 
 Request = Load | Fixed | Case | Explain | Time | Stop
+
+BENCHMARK, FUZZ = "benchmark", "fuzz"  # the sizes a request runs at (`scale_of`)
+
+
+def scale_of(msg: Request) -> str:
+    """The sizes a request runs at: BENCHMARK for a load, the fixed check, a timing row, a fuzz case of
+    a strategy at the benchmark's sizes or a trigger's named inputs (their sizes unknown here), else
+    FUZZ; "" for an explanation or a stop, which run at their case's (the parent reserves device memory
+    per scale, `engine/sharing.py`; the worker hands back its cache when the scale drops, `worker/loop.py`)."""
+    if isinstance(msg, (Load, Fixed, Time)):
+        return BENCHMARK
+    if isinstance(msg, Case):
+        strategy = STRATEGIES.get(msg.strategy)
+        return BENCHMARK if msg.override or strategy is None or strategy.shapes == "fixed" else FUZZ
+    return ""
 
 
 class Status(str, Enum):
