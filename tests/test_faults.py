@@ -92,6 +92,34 @@ def test_a_hang_starts_a_standby_that_the_restart_takes_over(tmp_path):
     assert standby.proc.poll() is not None and not Path(standby.scratch).exists()
 
 
+def test_a_restart_after_a_hang_reads_the_load_its_standby_was_sent_and_sends_none(tmp_path):
+    """The standby is sent the job's load when it starts: the restart reads that answer instead of
+    loading again (on a GPU a start and a load are about 11 s a restart). A standby that loaded an
+    earlier job has that answer read and dropped before the next job's load (the test above)."""
+    from rescore.engine.phase_log import RESTART, PhaseLog
+
+    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=4, load_timeout_s=300,
+                    settle_after=0)
+    worker = Worker("cpu", 1 << 15, str(tmp_path))
+    asked: list[tuple[str, bool]] = []
+    ask = worker._ask
+
+    def recording(wire, timeout, sent=None):
+        asked.append((wire[0], sent is not None))
+        return ask(wire, timeout, sent=sent)
+
+    worker._ask = recording
+    worker.phases = spent = PhaseLog()
+    try:
+        rows = run_submission(toy_submission("problem_scale.py", "../hacks/infinite_loop.py", dtypes=("float32",)),
+                              cfg, worker, fixed=False)
+    finally:
+        worker.stop()
+    assert [r["outcome"] for r in rows] == ["timeout", "timeout"] and worker.standbys_used >= 1
+    assert asked[:4] == [("load", False), ("case", False), ("load", True), ("case", False)]
+    assert spent.seconds[RESTART] > 0
+
+
 def test_a_segfault_is_recorded_crash_without_a_retry(worker):
     fresh, before = worker.proc is None, worker.starts
     rows = run_submission(toy_submission("problem_scale.py", "segfault.py", dtypes=("float32",)), CFG, worker,

@@ -109,6 +109,11 @@ def _kill_wrapped_workers(root: int) -> bool:
     return killed
 
 
+def _load_wire(job: dict) -> tuple:
+    """A load's wire tuple, its paths absolute (the worker runs in its own scratch folder)."""
+    return (Kind.LOAD.value, _absolute_job(encode(Load(job))[1]))
+
+
 def _absolute_job(job: dict) -> dict:
     """The job with relative source paths made absolute: the worker's cwd is its scratch folder."""
     job = dict(job)
@@ -134,6 +139,7 @@ class _Process:
     log: BinaryIO
     log_path: Path
     scratch: str
+    ahead: tuple[bytes, dict] | None = None  # the token and job of a load sent before it was taken over
 
     def close(self) -> None:
         """End an unused process (a standby no restart took) and remove what it left."""
@@ -192,9 +198,11 @@ class Worker:
         self.standbys_used = 0  # restarts that took over a standby
         self.spawned = 0  # processes started, standbys included (their log files' numbers)
         self.device_waited_s = 0.0  # waits for the device (memory, a retry alone), over the worker's life
+        self._ahead: tuple[bytes, dict] | None = None  # a load the process in hand was sent as a standby
 
     def start(self) -> None:
-        """A worker process: the standby when one is up (its start already paid beside a hang), else a new one."""
+        """A worker process: the standby when one is up (its start, and its load of the job it was started
+        in, already paid beside a hang: `request` reads that load's answer), else a new one."""
         standby, self.standby = self.standby, None
         if standby is not None and standby.proc.poll() is None:
             self.standbys_used += 1
@@ -204,6 +212,7 @@ class Worker:
             standby = self._spawn()
         self.proc, self.send_conn, self.recv_conn = standby.proc, standby.send_conn, standby.recv_conn
         self.log, self.log_path, self.scratch = standby.log, standby.log_path, standby.scratch
+        self._ahead = standby.ahead
         self.log_pos = 0
         self.starts += 1
         self.loads = 0
@@ -259,9 +268,16 @@ class Worker:
 
     def _start_standby(self) -> None:
         """A second process, started while a request runs long, that takes over if the request's worker
-        is killed: a restart then costs the job's load only. `_wait` starts none under a wrapper (a
-        sanitizer run reports on the one process it watches)."""
+        is killed, and is sent the job's load at once: a restart then reads that load's answer instead
+        of waiting for a start and a load (on a GPU a torch, a device context and the models: about 11
+        s a restart on an H100). `_wait` starts none under a wrapper (a sanitizer run reports on the
+        one process it watches)."""
         self.standby = self._spawn()
+        if self.job is not None:
+            token = os.urandom(16)
+            with contextlib.suppress(OSError):  # a process that died at once: `start` spawns another
+                self.standby.send_conn.send((token, _load_wire(self.job)))
+                self.standby.ahead = (token, self.job)
 
     def stop(self) -> None:
         self.share.release()
@@ -317,6 +333,7 @@ class Worker:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
         self.proc = None
+        self._ahead = None
 
     def _tail(self) -> str:
         try:
@@ -341,14 +358,17 @@ class Worker:
         began = time.monotonic()
         if load and self.proc is not None and (self.loads >= MAX_LOADS or self.last_rss > MAX_RSS):
             self.stop()  # a fresh worker for the next submission: memory stays bounded over a long run
+        again = False  # a fresh process for the job in hand, which must load it again
         if self.proc is None:
             again = self.job is not None and not load
             self.start()
             self._starting, self._started_in = (phase_log.RESTART if again else phase_log.WORKER_START,
                                                 time.monotonic() - began)
-            if again:  # a fresh process's start is not the case's time
+        if again or self._ahead is not None:  # a fresh process's start and load are not the case's time
+            reload = max(timeout, self.load_timeout)
+            if not self._read_ahead(reload, again) and again:
                 self._whole = phase_log.RESTART
-                self._ask(encode(Load(self.job)), max(timeout, self.load_timeout))
+                self._ask(encode(Load(self.job)), reload)
         if load:
             self.share.begin()
         else:
@@ -360,18 +380,38 @@ class Worker:
             self._reserve()  # the new submission's estimate, waited for outside its load's time
         return result
 
+    def _read_ahead(self, timeout: float, reload: bool) -> bool:
+        """Read the answer to the load a standby taken over was sent (`_start_standby`). True when it
+        reloads the job in hand (`reload`: a restart inside a submission); else it is dropped (the
+        request is the next job's load, or the standby was started in an earlier job), and a failure
+        there, which is that job's, only makes way for a fresh process."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return False
+        token, job = ahead
+        self._whole = phase_log.RESTART
+        if reload and job is self.job:
+            self._ask(encode(Load(job)), timeout, sent=token)
+            return True
+        try:
+            self._ask(encode(Load(job)), timeout, sent=token)
+        except WorkerDied:
+            self.start()
+            self._starting, self._started_in = phase_log.RESTART, 0.0
+        return False
+
     def _reserve(self) -> None:
         """The device memory the submission needs, the wait for it charged as `device_wait`."""
         self._charge(phase_log.DEVICE_WAIT, self.share.reserve())
 
-    def _ask(self, wire: tuple, timeout: float):
+    def _ask(self, wire: tuple, timeout: float, sent: bytes | None = None):
         """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose
-        turn it is on the way: `_wait`)."""
+        turn it is on the way: `_wait`); `sent`: the token it was sent with already (a standby's load)."""
         if wire[0] == Kind.LOAD:
             wire = (Kind.LOAD.value, _absolute_job(wire[1]))
             self.loads += 1
-        token = os.urandom(16)
-        sent = time.monotonic()
+        token = sent or os.urandom(16)
+        began = time.monotonic()
         starting, self._starting = self._starting, None
         charge, self._whole = self._whole, None  # the phase the whole request's time goes to, if one
         # A load holds no lock: it allocates little on the device and may build a CUDA extension
@@ -380,16 +420,17 @@ class Worker:
         locked = 0.0  # waiting for a retry that holds the device alone
         try:
             with held:
-                locked = time.monotonic() - sent
+                locked = time.monotonic() - began
                 # the request's time runs from here: the wait for the lock is no turn's
-                clock = TurnClock(wire[0] in TURNED, timeout, self.call_limit, sent + locked)
-                self.send_conn.send((token, wire))
+                clock = TurnClock(wire[0] in TURNED, timeout, self.call_limit, began + locked)
+                if sent is None:
+                    self.send_conn.send((token, wire))
                 packet = self._wait(token, clock)
         except WorkerDied:
-            self._charge(charge or (phase_log.TIMEOUT_WAIT), time.monotonic() - sent)
+            self._charge(charge or (phase_log.TIMEOUT_WAIT), time.monotonic() - began)
             raise
         except (EOFError, OSError, BrokenPipeError) as exc:
-            self._charge(charge or phase_log.DIED, time.monotonic() - sent)
+            self._charge(charge or phase_log.DIED, time.monotonic() - began)
             code = self.proc.wait() if self.proc else None
             tail = self._tail()
             if code == NO_DEVICE_EXIT:
@@ -417,7 +458,7 @@ class Worker:
         spent = result.pop(PHASES_KEY, None)
         spent = spent if isinstance(spent, dict) else {}
         self._charge(phase_log.DEVICE_WAIT, locked)
-        waited = time.monotonic() - sent - locked
+        waited = time.monotonic() - began - locked
         if charge is not None:
             self._charge(charge, waited + (self._started_in if starting else 0.0))
         else:
