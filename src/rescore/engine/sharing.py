@@ -13,7 +13,7 @@ of a strategy at the benchmark's sizes, a trigger's inputs) or the fuzz oracle's
 candidate held in the fixed check is not what its smaller fuzz cases need (on an H200 a kernel held
 86 GiB at the benchmark's sizes, 64 times its fuzz cases' inputs, and the reservation kept 87 GiB
 for the rest of its 300 s, every other shard waiting behind it). A worker hands its allocator's cache
-back when the scale drops (`worker/loop.py`), so that what it holds stays what it reserved.
+back when the scale drops (`footprint.at_scale`), so that what it holds stays what it reserved.
 
 FACTOR = 3: a fuzz case holds the float64 truth (twice the reference's float32 bytes) beside the
 candidate's run (about one reference's worth) at the benchmark's sizes (`benchmark_shape`), and

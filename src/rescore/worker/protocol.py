@@ -99,7 +99,7 @@ def scale_of(msg: Request) -> str:
     """The sizes a request runs at: BENCHMARK for a load, the fixed check, a timing row, a fuzz case of
     a strategy at the benchmark's sizes or a trigger's named inputs (their sizes unknown here), else
     FUZZ; "" for an explanation or a stop, which run at their case's (the parent reserves device memory
-    per scale, `engine/sharing.py`; the worker hands back its cache when the scale drops, `worker/loop.py`)."""
+    per scale, `engine/sharing.py`; the worker hands its cache back when the scale drops, `footprint.at_scale`)."""
     if isinstance(msg, (Load, Fixed, Time)):
         return BENCHMARK
     if isinstance(msg, Case):
