@@ -50,34 +50,3 @@ def failure_store(tmp_path, monkeypatch):
     store = tmp_path / "failure-store"
     monkeypatch.setenv("RESCORE_FAILURE_STORE", str(store))
     return store
-
-
-class HeldAlone:
-    """Another process's retry alone on `worker`'s device (the share folder `folder`), from `start()`
-    until `seconds` later: what a request of `worker` waits for."""
-
-    def __init__(self, folder: Path, worker, seconds: float):
-        import threading
-
-        from rescore.runtime.device_share import DeviceLock
-
-        self.lock = DeviceLock(folder, worker.share.key)
-        self.seconds = seconds
-        self.holding, self.done = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=self._hold)
-
-    def _hold(self) -> None:
-        with self.lock.exclusive():
-            self.holding.set()
-            self.done.wait(10)
-
-    def start(self) -> None:
-        import threading
-
-        self.thread.start()
-        self.holding.wait(5)
-        threading.Timer(self.seconds, self.done.set).start()
-
-    def join(self) -> None:
-        self.done.set()
-        self.thread.join(10)

@@ -354,7 +354,7 @@ def test_a_request_waiting_for_a_retry_alone_has_its_whole_time_after_the_wait(t
     timeout and its call limits once it holds the lock: the wait is nobody's turn, and the phase
     table shows it as `device_wait`; nor is it the submission's budget (`pacing.Pace.spent`): with a
     2 s budget every case still runs (before, the fuzz cases were `skipped` as the budget spent)."""
-    from conftest import HeldAlone, toy_submission
+    from conftest import toy_submission
 
     from rescore.engine.phase_log import DEVICE_WAIT, PhaseLog
     from rescore.engine.runner import RunConfig, run_submission
@@ -364,14 +364,25 @@ def test_a_request_waiting_for_a_retry_alone_has_its_whole_time_after_the_wait(t
     cfg = RunConfig(strategies={"default": 3}, dtypes=("float32",), timeout_s=2, submission_budget_s=2)
     sub = toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",))
     worker = Worker("cpu", 1 << 15)
-    other = HeldAlone(tmp_path, worker, 3.0)  # longer than the 2 s per-case timeout and the budget
+    other = DeviceLock(tmp_path, worker.share.key)
+    holding, release = threading.Event(), threading.Event()
+
+    def retry_alone() -> None:
+        with other.exclusive():
+            holding.set()
+            release.wait(10)
+
     try:
         run_submission(sub, cfg, worker)  # the worker is up: its next load is quick
-        other.start()
+        holder = threading.Thread(target=retry_alone)
+        holder.start()
+        holding.wait(5)
+        threading.Timer(3.0, release.set).start()  # longer than the 2 s per-case timeout and the budget
         worker.phases = spent = PhaseLog()
         rows = run_submission(sub, cfg, worker)
+        holder.join(10)
     finally:
-        other.join()
+        release.set()
         worker.stop()
     assert [r["outcome"] for r in rows] == [Outcome.PASS] * 4, [r.get("reason") for r in rows]
     assert spent.seconds[DEVICE_WAIT] >= 2.5

@@ -109,9 +109,9 @@ def _kill_wrapped_workers(root: int) -> bool:
     return killed
 
 
-def _load_wire(job: dict) -> tuple:
-    """A load's wire tuple, its paths absolute (the worker runs in its own scratch folder)."""
-    return (Kind.LOAD.value, _absolute_job(encode(Load(job))[1]))
+def _absolute_load(wire: tuple) -> tuple:
+    """A load's wire tuple with its job's paths absolute (the worker runs in its own scratch folder)."""
+    return (Kind.LOAD.value, _absolute_job(wire[1]))
 
 
 def _absolute_job(job: dict) -> dict:
@@ -276,7 +276,7 @@ class Worker:
         if self.job is not None:
             token = os.urandom(16)
             with contextlib.suppress(OSError):  # a process that died at once: `start` spawns another
-                self.standby.send_conn.send((token, _load_wire(self.job)))
+                self.standby.send_conn.send((token, _absolute_load(encode(Load(self.job)))))
                 self.standby.ahead = (token, self.job)
 
     def stop(self) -> None:
@@ -408,7 +408,7 @@ class Worker:
         """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose
         turn it is on the way: `_wait`); `sent`: the token it was sent with already (a standby's load)."""
         if wire[0] == Kind.LOAD:
-            wire = (Kind.LOAD.value, _absolute_job(wire[1]))
+            wire = _absolute_load(wire)
             self.loads += 1
         token = sent or os.urandom(16)
         began = time.monotonic()

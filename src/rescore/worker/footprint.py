@@ -164,9 +164,7 @@ def wait_for_request(conn, device: str) -> None:
         return
     handed = False
     while not conn.poll(IDLE_POLL_S):
-        if not handed and retry_waiting():
-            release(device)
-            handed = True
+        handed = handed or hand_back(device, ran_out=False)
 
 
 def at_scale(device: str, last: str, scale: str) -> str:
