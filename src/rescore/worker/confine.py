@@ -177,7 +177,13 @@ def watch_parent(parent: int, period_s: float = 1.0) -> threading.Thread:
 
 
 def children() -> list[int]:
-    """Pids of this process's live children (including re-parented orphans)."""
+    """Pids of this process's live children (including re-parented orphans). One `waitid` first: it
+    fails with ECHILD when the process has no child at all (the usual case, checked after every call
+    into candidate code), which spares reading a file per thread."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED | os.WCONTINUED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return []
     pids: list[int] = []
     try:
         for task in os.listdir("/proc/self/task"):

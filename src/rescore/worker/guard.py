@@ -105,8 +105,8 @@ class Guard:
         it answers), so the flags as found are not the submission's and `published` stays."""
         with self.phases("police"):
             if self.harness is not None:
-                now = self.harness.current(NUMERICS_FLAGS)
-                changed = self.harness.restore()
+                now = self.harness.state_now()
+                changed = self.harness.restore(now)
                 flags = [c for c in changed if c in NUMERICS_FLAGS]
                 if self.as_published and after_call:  # the flags as the call left them are the submission's
                     self.published = {name: now[name] for name in flags if now[name] != UNREADABLE}

@@ -104,6 +104,7 @@ class Snapshot:
 
     def __init__(self, spaces: list[tuple[str, Any, bool]], deep: bool = False):
         self.spaces = [(label, obj, strict, dict(_ns(obj))) for label, obj, strict in spaces]
+        # Each namespace as at the last look: the fast path of `restore` (what the snapshot allows).
         self.fast = [(tuple(saved), tuple(saved.values())) for _, _, _, saved in self.spaces]
         self.tables: list[tuple[str, Any, Any]] = []
         self.objects: list[tuple[str, Any, dict]] = []
@@ -123,10 +124,10 @@ class Snapshot:
     def restore(self) -> list[str]:
         """Put back every changed attribute; returns their names (empty when nothing changed)."""
         changed: list[str] = []
-        for (label, obj, strict, saved), (keys, values) in zip(self.spaces, self.fast):
+        for i, ((label, obj, strict, saved), (keys, values)) in enumerate(zip(self.spaces, self.fast)):
             current = _ns(obj)
             if tuple(current) == keys and all(map(operator.is_, current.values(), values)):
-                continue  # unchanged (compared in C: same names in the same order, same objects)
+                continue  # as at the last look (compared in C: same names in the same order, same objects)
             for name, value in saved.items():
                 if current.get(name, _MISSING) is not value:
                     changed.append(f"{label}.{name}")
@@ -136,6 +137,11 @@ class Snapshot:
                     if not isinstance(current[name], types.ModuleType):
                         changed.append(f"{label}.{name}")
                         _set(obj, name, _MISSING)
+            if _as_saved(current, saved, strict):
+                # What differs from the snapshot now is allowed (a library module's new attribute, a
+                # class's pickling cache, an order changed by a restore): the next look compares with
+                # this, and anything else that changes still sends it through the full comparison.
+                self.fast[i] = (tuple(current), tuple(current.values()))
         for label, table, saved in self.tables:
             try:
                 same = bool(table == saved)
@@ -151,6 +157,15 @@ class Snapshot:
                 current.clear()
                 current.update(saved)
         return changed
+
+
+def _as_saved(current: Any, saved: dict, strict: bool) -> bool:
+    """Whether a namespace holds every saved attribute as saved (and, when strict, nothing else that
+    counts): the state `Snapshot.restore` leaves when its restore took."""
+    if any(current.get(name, _MISSING) is not value for name, value in saved.items()):
+        return False
+    return not strict or all(
+        n in saved or n in _CACHES or isinstance(v, types.ModuleType) for n, v in current.items())
 
 
 def _is_plain_instance(value: Any) -> bool:
@@ -270,6 +285,11 @@ class Harness:
         now = _torch_state()
         return {name: now[name] for name in names}
 
+    @staticmethod
+    def state_now() -> dict[str, Any]:
+        """The whole global torch state as it is now, to hand to `restore` (read once per check)."""
+        return _torch_state()
+
     def put(self, values: dict[str, Any]) -> bool:
         """Set global torch state by name (a submission's own numerics flags, before its call); False,
         with the harness's state back, when torch does not end in exactly that state. torch keeps the
@@ -289,10 +309,11 @@ class Harness:
         self.restore()
         return False
 
-    def restore(self) -> list[str]:
-        """Undo whatever a candidate changed; returns what it had changed."""
+    def restore(self, now: dict[str, Any] | None = None) -> list[str]:
+        """Undo whatever a candidate changed; returns what it had changed. `now`: the global torch
+        state as just read (`state_now`), else read here."""
         changed = []
-        now = _torch_state()
+        now = _torch_state() if now is None else now
         for name, value in self.state.items():
             if now[name] is not value and now[name] != value:
                 changed.append(name)

@@ -42,10 +42,13 @@ def build_model(ctx: WorkerContext, init: list, tdtype: torch.dtype, wseed: int)
     moved to the case's device and dtype, every step through the guard."""
     assert ctx.loaded.candidate is not None
     seed_generators(ctx.device, wseed)
-    model = ctx.guard.call(ctx.loaded.candidate.ModelNew, *init)
-    if isinstance(model, torch.nn.Module):
-        model = ctx.guard.call(lambda: model.to(ctx.device).to(tdtype))
-    return model
+    new, device, module = ctx.loaded.candidate.ModelNew, ctx.device, torch.nn.Module  # read before it runs
+
+    def built(*args):
+        model = new(*args)
+        return model.to(device).to(tdtype) if isinstance(model, module) else model
+
+    return ctx.guard.call(built, *init)  # one call, one check of the harness after it
 
 
 def due(ctx: WorkerContext, trace: CaseTrace) -> bool:

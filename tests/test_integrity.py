@@ -1,0 +1,63 @@
+"""The harness's snapshots (`worker/integrity.py`) and its look for child processes (`confine.children`):
+what counts as a change, and that a change is still found after the look's fast path has moved on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+from rescore.worker import confine
+from rescore.worker.integrity import Snapshot
+
+
+def _library() -> types.ModuleType:
+    lib = types.ModuleType("lib")
+    lib.allclose, lib.matmul = (lambda *a: True), (lambda a, b: a @ b)
+    return lib
+
+
+def test_a_library_module_may_gain_attributes_but_a_change_after_that_is_still_found():
+    lib = _library()
+    allclose = lib.allclose
+    snap = Snapshot([("lib", lib, False)])
+    lib.lazy_submodule = types.ModuleType("lib.sub")  # a library's own addition: not a patch
+    assert snap.restore() == []
+    assert snap.restore() == []
+    lib.allclose = lambda *a: False
+    assert snap.restore() == ["lib.allclose"] and lib.allclose is allclose
+    lib.lazy_submodule = types.ModuleType("lib.other")  # what was added is never the snapshot's
+    assert snap.restore() == []
+    del lib.matmul
+    assert snap.restore() == ["lib.matmul"] and callable(lib.matmul)
+
+
+def test_a_class_gaining_an_attribute_is_patched_and_undone_every_time():
+    class Judge:
+        def same(self, a, b):
+            return a == b
+
+    snap = Snapshot([("Judge", Judge, True)])
+    Judge.__eq__ = lambda self, other: True
+    assert snap.restore() == ["Judge.__eq__"] and "__eq__" not in Judge.__dict__
+    assert snap.restore() == []
+    same = Judge.same
+    del Judge.same
+    Judge.same = same  # the same function again, now last in the class's order: no change
+    assert snap.restore() == []
+    Judge.same = lambda self, a, b: True
+    assert snap.restore() == ["Judge.same"] and Judge.same is same
+
+
+def test_children_are_none_without_a_child_and_name_a_live_one():
+    alone = subprocess.run([sys.executable, "-c", "from rescore.worker import confine; print(confine.children())"],
+                           capture_output=True, text=True, check=True)
+    assert alone.stdout.strip() == "[]"  # a process with no child at all
+    before = set(confine.children())  # this test process may hold other tests' workers
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in confine.children()
+    finally:
+        child.kill()
+        child.wait()
+    assert set(confine.children()) == before
