@@ -9,9 +9,11 @@ every case; neither changes its verdict after the first few. So, per submission:
   wall-clock seconds, counted from the end of its load, is spent; the rest are `skipped`, saying
   how many ran. The budget is checked between cases: a case that starts in time runs to its own
   timeout. The time it waited for its device (memory another worker holds, another submission's
-  retry alone: `engine/sharing.py`) is not counted: the budget caps what a kernel costs, and how many
-  of its cases run must not depend on what shared its device (on an H100 12 submissions of the two
-  external dumps spent their budget mostly waiting, 3 on an H200).
+  retry alone: `engine/sharing.py`) is counted, and the skipped cases' reason says how much of the
+  budget it was: a run's length stays bounded by its submissions' budgets. Left out of the budget,
+  the waits let the submissions that need the most memory, which wait the most, hold it twice as
+  long, and every other worker waited behind them (on an H100 the cold run of the two external dumps
+  finished half as many submissions in its first 24 minutes: docs/runs/2026-12-06-h100-c82a1c1.md).
 - **settling**: `after` cases in a row whose worker died the same way (a timeout, or a crash by
   the same signal or exit code) settle it: its verdict is already flagged by a genuine timeout or
   crash and cannot change, and its remaining cases are `skipped` with that reason. Cases in a row
@@ -68,21 +70,28 @@ class Pace:
     streak: list[str] = field(default_factory=list)  # death kinds of the last cases, in a row
     full_timeouts: int = 0  # timeouts at the full per-case timeout in the current streak
     limited_timeouts: int = 0  # timeouts at a call's own limit (`call_limit`) in the current streak
-    waited: Callable[[], float] = _no_wait  # the seconds its worker has waited for its device so far
+    waited: Callable[[], float] = _no_wait  # the seconds its worker has waited for its device so far (the reason)
 
     def __post_init__(self) -> None:
         self._waited_before = self.waited()
 
     def spent(self) -> float:
-        """The budget's seconds spent: since the clock started, less the waits for the device."""
-        return time.monotonic() - self.started - (self.waited() - self._waited_before)
+        """The budget's seconds spent: since the clock started, the waits for the device included."""
+        return time.monotonic() - self.started
+
+    def device_waits(self) -> float:
+        """The seconds of it the submission's worker waited for its device."""
+        return self.waited() - self._waited_before
 
     def stop_reason(self) -> str | None:
         """Why the next case is not run (None: run it)."""
         if self.settle_after and len(self.streak) >= self.settle_after:
             return self._settled()
         if self.budget_s is not None and self.spent() >= self.budget_s:
-            return f"submission budget of {self.budget_s:g} s spent after {self.done} of {self.total} cases"
+            waits = self.device_waits()
+            shared = (f" ({waits:.0f} s of it waiting for the shared device: a limit of this run, not the "
+                      "kernel's)") if waits >= 1 else ""
+            return f"submission budget of {self.budget_s:g} s spent after {self.done} of {self.total} cases{shared}"
         return None
 
     def timeout(self) -> float:

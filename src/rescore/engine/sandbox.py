@@ -509,7 +509,7 @@ class Worker:
 
     def _charge(self, phase: str, seconds: float) -> None:
         if phase == phase_log.DEVICE_WAIT:
-            self.device_waited_s += seconds  # not the submission's budget (`pacing.Pace.spent`)
+            self.device_waited_s += seconds  # named in a spent budget's reason (`pacing.Pace.stop_reason`)
         if self.phases is not None:
             self.phases.add(phase, seconds)
 
