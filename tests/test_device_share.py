@@ -7,6 +7,7 @@ on the H100 run is recognised as one (model/oom.py)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import threading
 import time
@@ -14,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from rescore.engine import sharing
 from rescore.engine.sharing import CONTEXT_BYTES, FACTOR, USABLE, DeviceShare, alone_result
 from rescore.model.oom import is_oom, requested_bytes
 from rescore.model.outcomes import Outcome
-from rescore.runtime.device_share import DeviceLock, Ledger, retry_waiting
+from rescore.runtime.device_share import MAX_WAIT_ENV, DeviceLock, Ledger, retry_waiting
 from rescore.worker.protocol import ALONE_KEY, BENCHMARK, FUZZ, Case, Explain, Fixed, Load, Time, scale_of
 
 
@@ -135,6 +137,24 @@ def test_a_reservation_waits_at_most_its_limit_then_goes_ahead(tmp_path):
     waited = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.3).reserve("late", 50, 100)
     assert 0.3 <= waited < 3
     assert ledger.entries()["late"]["held"] == 50
+
+
+def test_a_long_wait_is_logged_with_what_the_others_held(tmp_path, monkeypatch, caplog):
+    """A wait for memory names what the other reservations held then: how much, how many, the largest,
+    how many waited too (a ledger over its capacity, granted past the limit, shows as such)."""
+    monkeypatch.setenv(MAX_WAIT_ENV, "1.5")
+    monkeypatch.setattr(sharing, "WAIT_NOTE_S", 0.1)
+    Ledger(tmp_path, "host", poll_s=0.01).reserve("big", 80 << 20, 100 << 20)
+    Ledger(tmp_path, "host", poll_s=0.01).reserve("small", 15 << 20, 100 << 20)
+    share = DeviceShare("cpu", capacity=100 << 20, folder=tmp_path)
+    share.ledger.poll_s = 0.01
+    share.reference_bytes = 10 << 20  # it needs the context and 3 x 10 MiB: more than the device, so it waits for all
+    with caplog.at_level(logging.INFO, logger="rescore"):
+        share.reserve()
+    share.close()
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("waited"))
+    assert "the others hold 95.00 MiB in 2 reservations, the largest 80.00 MiB; 0 waiting" in line, line
+    assert Ledger(tmp_path, "host").others("small") == (80 << 20, 1, 80 << 20, 0)
 
 
 def test_a_request_larger_than_the_device_runs_when_nothing_else_is_held(tmp_path):

@@ -114,9 +114,11 @@ class DeviceShare:
         waited = self.ledger.reserve(self.owner, need, self.capacity)
         self.held = need
         self.waited_s += waited
-        if waited > WAIT_NOTE_S:
-            log.info("waited %.1f s for %s of %s's memory (capacity %s)", waited, size_text(need), self.key,
-                     size_text(self.capacity))
+        if waited > WAIT_NOTE_S:  # with what the others held then: a ledger over its capacity shows
+            held, holders, largest, waiting = self.ledger.others(self.owner)
+            log.info("waited %.1f s for %s of %s's memory (capacity %s; the others hold %s in %d reservations, "
+                     "the largest %s; %d waiting)", waited, size_text(need), self.key, size_text(self.capacity),
+                     size_text(held), holders, size_text(largest), waiting)
         return waited
 
     def release(self) -> None:

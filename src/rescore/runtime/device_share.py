@@ -210,6 +210,13 @@ class Ledger:
     def entries(self) -> dict[str, dict]:
         return dict(self._edit(lambda state: dict(state["entries"])))
 
+    def others(self, owner: str) -> tuple[int, int, int, int]:
+        """What the other live holders hold now: (bytes in all, how many hold some, the largest
+        reservation, how many wait for more), for the log line of a long wait."""
+        rest = [e for k, e in self.entries().items() if k != owner]
+        held = [int(e.get("held") or 0) for e in rest]
+        return sum(held), sum(h > 0 for h in held), max(held, default=0), sum(e.get("want") is not None for e in rest)
+
     def reserve(self, owner: str, nbytes: int, capacity: int) -> float:
         """Hold `nbytes` of the device for `owner` (a reservation it held before is replaced: it keeps
         holding that while it waits for more); returns the seconds it waited."""
