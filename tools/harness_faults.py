@@ -7,7 +7,9 @@ memory (`out of memory with the GPU to itself`, and any left as `crash` by an ol
 OutOfMemoryError, CUDA "out of memory", CUBLAS_STATUS_ALLOC_FAILED, cuDNN's handle failures); the
 cases the sandbox refused (`refused by the sandbox: ...`), by what was refused; and from the check
 shards' logs how many requests ran again with the device to themselves, how they ended, and how
-long workers waited for memory. A run on one GPU with many shards checks the sharing with it.
+long workers waited for memory, and how many of those waits found the others holding more than the
+ledger's capacity (granted past its wait limit: a ledger over capacity). A run on one GPU with many
+shards checks the sharing with it.
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 
 ALONE = re.compile(r"retried alone on (\S+) \((.*)\): (\w+)$")
 WAITED = re.compile(r"waited ([\d.]+) s for")
+# what the other reservations held at a wait, as its line says (capacity, their bytes)
+OTHERS = re.compile(r"\(capacity ([\d.]+) (\w+); the others hold ([\d.]+) (\w+) in")
 PEAK = re.compile(r"reference peak on \S+: traced ([\d.]+) (\w+), measured ([\d.]+) (\w+)")
 UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _bytes(number: str, unit: str) -> float:
+    return float(number) * UNITS.get(unit, 1)
 
 
 def memory_crash(reason: str) -> bool:
@@ -64,6 +72,7 @@ def main() -> None:
     logs = sorted((args.results / "logs" / "check").glob(f"{args.dump or '*'}/shard-*.log"))
     ended: Counter = Counter()
     waits: list[float] = []
+    over, told = 0, 0  # waits while the others held more than the capacity; waits whose line says
     ratios: list[float] = []  # traced / measured reference peak, per submission
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
@@ -71,13 +80,17 @@ def main() -> None:
                 ended[m.group(3)] += 1
             elif m := WAITED.search(line):
                 waits.append(float(m.group(1)))
+                if o := OTHERS.search(line):
+                    told += 1
+                    over += _bytes(o.group(3), o.group(4)) > _bytes(o.group(1), o.group(2))
             elif (m := PEAK.search(line)) and float(m.group(3)):
-                traced = float(m.group(1)) * UNITS.get(m.group(2), 1)
-                ratios.append(traced / (float(m.group(3)) * UNITS.get(m.group(4), 1)))
+                ratios.append(_bytes(m.group(1), m.group(2)) / _bytes(m.group(3), m.group(4)))
     print(f"## check shard logs ({len(logs)})")
     print(f"requests retried with the device alone: {sum(ended.values())}, ending {dict(ended)}")
     if waits:
-        print(f"waits for memory over 1 s: {len(waits)}, {sum(waits):.0f} s in all, longest {max(waits):.0f} s")
+        print(f"waits for memory over 1 s: {len(waits)}, {sum(waits):.0f} s in all, longest {max(waits):.0f} s; "
+              + (f"{over} of {told} with the others holding more than the capacity" if told
+                 else "the lines do not say what the others held (a run older than that part of the log line)"))
     if ratios:
         ratios.sort()
         print(f"traced / measured reference peak, {len(ratios)} submissions: median {ratios[len(ratios) // 2]:.2f}, "
