@@ -239,9 +239,10 @@ def test_flags_set_in_any_order_are_put_back_in_force(guard):
 
     guard.call(flip)
     assert {"float32_matmul_precision", "cuda_matmul_tf32", "cudnn"} <= set(guard.published)
-    seen = guard.call(lambda: guard.harness.current(NUMERICS_FLAGS))
+    seen = guard.call(guard.harness.state_now)
     assert all(seen[name] == value for name, value in guard.published.items())
-    assert guard.harness.current(NUMERICS_FLAGS) == {n: guard.harness.state[n] for n in NUMERICS_FLAGS}
+    after = guard.harness.state_now()
+    assert {n: after[n] for n in NUMERICS_FLAGS} == {n: guard.harness.state[n] for n in NUMERICS_FLAGS}
 
 
 # -- the output as the caller's stream sees it (worker/streams.py) ----------------------------------

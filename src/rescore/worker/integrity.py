@@ -280,11 +280,6 @@ class Harness:
         self.state = _torch_state()
         self.modules = {n: m for n, m in sys.modules.items() if m is not None and _harness_module(n)}
 
-    def current(self, names: tuple[str, ...]) -> dict[str, Any]:
-        """The global torch state of these names (`_torch_state`'s) as it is now."""
-        now = _torch_state()
-        return {name: now[name] for name in names}
-
     @staticmethod
     def state_now() -> dict[str, Any]:
         """The whole global torch state as it is now, to hand to `restore` (read once per check)."""
