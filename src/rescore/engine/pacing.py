@@ -13,7 +13,7 @@ every case; neither changes its verdict after the first few. So, per submission:
   budget it was: a run's length stays bounded by its submissions' budgets. Left out of the budget,
   the waits let the submissions that need the most memory, which wait the most, hold it twice as
   long, and every other worker waited behind them (on an H100 the cold run of the two external dumps
-  finished half as many submissions in its first 24 minutes: docs/runs/2026-12-06-h100-c82a1c1.md).
+  finished a third fewer submissions in its first 24 minutes: docs/runs/2026-12-06-h100-c82a1c1.md).
 - **settling**: `after` cases in a row whose worker died the same way (a timeout, or a crash by
   the same signal or exit code) settle it: its verdict is already flagged by a genuine timeout or
   crash and cannot change, and its remaining cases are `skipped` with that reason. Cases in a row
