@@ -19,7 +19,7 @@ from rescore.inputs.strategies import CaseSpec
 from rescore.worker import specialised, streams
 from rescore.worker.experiments import NUMERICS_FLAGS, Cause, Explainer, precision_flags
 from rescore.worker.guard import Guard
-from rescore.worker.integrity import Harness
+from rescore.worker.integrity import Harness, torch_state
 from rescore.worker.job import Loaded
 from rescore.worker.streams import as_seen_from
 from rescore.worker.usage import OpRecorder
@@ -239,9 +239,9 @@ def test_flags_set_in_any_order_are_put_back_in_force(guard):
 
     guard.call(flip)
     assert {"float32_matmul_precision", "cuda_matmul_tf32", "cudnn"} <= set(guard.published)
-    seen = guard.call(guard.harness.state_now)
+    seen = guard.call(torch_state)
     assert all(seen[name] == value for name, value in guard.published.items())
-    after = guard.harness.state_now()
+    after = torch_state()
     assert {n: after[n] for n in NUMERICS_FLAGS} == {n: guard.harness.state[n] for n in NUMERICS_FLAGS}
 
 

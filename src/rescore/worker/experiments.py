@@ -42,7 +42,7 @@ class Cause(ValueEnum):
     DTYPE_SPECIALISED = "dtype_specialised"
 
 
-# The harness's names (integrity._torch_state) of the global flags that change a result's numerics
+# The harness's names (integrity.torch_state) of the global flags that change a result's numerics
 # or the algorithms that compute it: a submission's own values of these stay in force for its calls.
 NUMERICS_FLAGS = ("float32_matmul_precision", "cuda_matmul_tf32", "cuda_matmul_reduced", "cudnn")
 _CUDNN_TF32 = 1  # the place of allow_tf32 in the `cudnn` state (enabled, allow_tf32, deterministic, benchmark)

@@ -21,7 +21,7 @@ from typing import Any
 from rescore.model.findings import merge
 from rescore.worker import confine
 from rescore.worker.experiments import NUMERICS_FLAGS
-from rescore.worker.integrity import UNREADABLE, Harness, problem_snapshot
+from rescore.worker.integrity import UNREADABLE, Harness, problem_snapshot, torch_state
 from rescore.worker.job import Loaded
 from rescore.worker.phases import NO_PHASES, Phases
 from rescore.worker.turns import Turns, watch_dynamo
@@ -43,7 +43,7 @@ class Guard:
         self.findings: set[str] = set()
         self.details: list[str] = []
         self.restart = False
-        # The numerics flags the submission set (integrity._torch_state names -> its values), in force
+        # The numerics flags the submission set (integrity.torch_state names -> its values), in force
         # for its own calls; `as_published` False runs its calls with the harness's flags instead.
         self.published: dict[str, Any] = {}
         self.as_published = True
@@ -105,7 +105,7 @@ class Guard:
         it answers), so the flags as found are not the submission's and `published` stays."""
         with self.phases("police"):
             if self.harness is not None:
-                now = self.harness.state_now()
+                now = torch_state()
                 changed = self.harness.restore(now)
                 flags = [c for c in changed if c in NUMERICS_FLAGS]
                 if self.as_published and after_call:  # the flags as the call left them are the submission's

@@ -199,7 +199,8 @@ def _matmul_precision() -> str:
         return UNREADABLE
 
 
-def _torch_state() -> dict[str, Any]:
+def torch_state() -> dict[str, Any]:
+    """The global torch state the harness restores after every call into candidate code, by name."""
     from torch.utils import deterministic
 
     return {
@@ -277,13 +278,8 @@ class Harness:
 
     def __init__(self) -> None:
         self.snapshot = Snapshot(_spaces_of_harness(), deep=True)
-        self.state = _torch_state()
+        self.state = torch_state()
         self.modules = {n: m for n, m in sys.modules.items() if m is not None and _harness_module(n)}
-
-    @staticmethod
-    def state_now() -> dict[str, Any]:
-        """The whole global torch state as it is now, to hand to `restore` (read once per check)."""
-        return _torch_state()
 
     def put(self, values: dict[str, Any]) -> bool:
         """Set global torch state by name (a submission's own numerics flags, before its call); False,
@@ -298,7 +294,7 @@ class Harness:
                     _put_torch_state(name, values[name])
                 except Exception:  # noqa: BLE001 - judged by reading the state back
                     pass
-            now = _torch_state()
+            now = torch_state()
             if all(now[name] == value for name, value in values.items()):
                 return True
         self.restore()
@@ -306,9 +302,9 @@ class Harness:
 
     def restore(self, now: dict[str, Any] | None = None) -> list[str]:
         """Undo whatever a candidate changed; returns what it had changed. `now`: the global torch
-        state as just read (`state_now`), else read here."""
+        state as just read (`torch_state`), else read here."""
         changed = []
-        now = _torch_state() if now is None else now
+        now = torch_state() if now is None else now
         for name, value in self.state.items():
             if now[name] is not value and now[name] != value:
                 changed.append(name)
