@@ -96,7 +96,7 @@ def test_a_small_request_that_fits_now_goes_ahead_of_a_big_one_waiting(tmp_path)
     time.sleep(0.3)
     assert ledger.entries()["big"]["want"] == 50
     assert Ledger(tmp_path, "gpu-0", poll_s=0.01).reserve("small", int(BACKFILL * 100), 100) < 0.2
-    assert Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.3).reserve("medium", 20, 100) >= 0.3
+    assert Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.3).reserve("medium", 25, 100) >= 0.3
     waiting.join(5)
 
 
@@ -137,6 +137,23 @@ def test_a_reservation_waits_at_most_its_limit_then_goes_ahead(tmp_path):
     waited = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.3).reserve("late", 50, 100)
     assert 0.3 <= waited < 3
     assert ledger.entries()["late"]["held"] == 50
+
+
+def test_on_a_full_device_a_small_request_waits_in_proportion_to_its_size(tmp_path):
+    """A ledger granted past its capacity holds every request that grows; a small one goes ahead after
+    its share of the limit (a worker's 1 GiB on an H100: 3.4 s of the minute), a quarter of the
+    capacity or more waits the whole limit."""
+    from rescore.runtime.device_share import FULL_WAIT_SHARE, wait_limit
+
+    assert wait_limit(60.0, 1 << 30, int(71.26 * (1 << 30))) == pytest.approx(3.37, abs=0.01)
+    assert wait_limit(60.0, int(FULL_WAIT_SHARE * 100), 100) == wait_limit(60.0, 90, 100) == 60.0
+    Ledger(tmp_path, "gpu-0", poll_s=0.01).reserve("forced", 110, 100)  # alone, then it grew past the device
+    small = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=2.0).reserve("small", 5, 100)
+    assert 0.4 <= small < 1.5
+    big = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=2.0).reserve("big", 30, 100)
+    assert big >= 2.0
+    assert {k: e["held"] for k, e in Ledger(tmp_path, "gpu-0").entries().items()} == {
+        "forced": 110, "small": 5, "big": 30}
 
 
 def test_a_long_wait_is_logged_with_what_the_others_held(tmp_path, monkeypatch, caplog):
