@@ -6,6 +6,7 @@ was refused and counted apart, never an illusion; `--device cuda` without CUDA i
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from conftest import REPO, TOY
 from rescore import stages
 from rescore.analysis.study import illusion_table
 from rescore.engine.runner import RunConfig, run_submission
-from rescore.engine.sandbox import Worker
+from rescore.engine.sandbox import RETRY_LINE, Worker
 from rescore.engine.sharing import CONTEXT_BYTES, FACTOR, DeviceShare
 from rescore.engine.worker_env import worker_env
 from rescore.model.findings import split
@@ -89,6 +90,48 @@ def test_out_of_memory_beside_another_worker_passes_when_retried_alone(candidate
     assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3, [r.get("reason") for r in rows]
     assert released and done >= released[0]  # the retry alone waited for the other worker's request
     assert not any(r.get("findings") for r in rows)
+
+
+def test_out_of_memory_that_the_handed_back_caches_cure_does_not_wait_for_the_device_alone(
+        shared_worker, share_dir, caplog):
+    """A request out of memory runs again first with every worker's cache handed back, the device
+    still shared: the other worker's running request goes on, and nothing waits for it to end (a retry
+    alone stopped every shard of an H100 for 20 to 60 s). Its log line says which way it ran."""
+    done, gave_up = threading.Event(), []
+
+    def hold() -> None:  # another worker's request, running until the submission is done (or 30 s)
+        lock = DeviceLock(share_dir, "host")
+        with lock.shared():
+            taken.set()
+            gave_up.append(not done.wait(30))
+        lock.close()
+
+    taken = threading.Event()
+    other = threading.Thread(target=hold)
+    other.start()
+    taken.wait(10)
+    with caplog.at_level(logging.INFO, logger="rescore"):
+        rows = run_submission(stand_in("oom_until_reclaimed.py"), CFG, shared_worker)
+    done.set()
+    other.join()
+    assert gave_up == [False]  # the submission was done while the other request still ran
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3, [r.get("reason") for r in rows]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("retried")]
+    assert len(lines) == 3 and all(line.startswith("retried with the caches handed back on host (") for line in lines)
+    assert all(RETRY_LINE.search(line).group(4) == "pass" for line in lines), lines
+
+
+def test_a_retry_alone_says_how_long_it_waited_for_the_running_requests(shared_worker, share_dir, caplog):
+    other, released = other_worker_holds(share_dir, 1.5)
+    with caplog.at_level(logging.INFO, logger="rescore"):
+        rows = run_submission(stand_in("oom_while_shared.py"), CFG, shared_worker)
+    other.join()
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("retried")]
+    found = [RETRY_LINE.search(line) for line in lines]
+    assert [m.group(1) for m in found] == ["alone"] * 3, lines
+    assert float(found[0].group(6)) >= 0.5  # the first waited for the other worker's request to end
+    assert all(float(m.group(5)) >= float(m.group(6)) for m in found)
 
 
 def test_out_of_memory_alone_too_is_skipped_with_the_bytes_asked(shared_worker):

@@ -6,7 +6,8 @@ Prints, per dump: the submissions without a fixed verdict and why; the cases tha
 memory (`out of memory with the GPU to itself`, and any left as `crash` by an older run's forms:
 OutOfMemoryError, CUDA "out of memory", CUBLAS_STATUS_ALLOC_FAILED, cuDNN's handle failures); the
 cases the sandbox refused (`refused by the sandbox: ...`), by what was refused; and from the check
-shards' logs how many requests ran again with the device to themselves, how they ended, and how
+shards' logs how many requests ran again for memory (with every worker's cache handed back, or with
+the device to themselves), how they ended and how long the retries alone stopped the device, how
 long workers waited for memory, and how many of those waits found the others holding more than the
 ledger's capacity (granted past its wait limit: a ledger over capacity). A run on one GPU with many
 shards checks the sharing with it.
@@ -21,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.engine.sandbox import RETRY_LINE
 from rescore.model.oom import OOM_MARKERS
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 
-ALONE = re.compile(r"retried alone on (\S+) \((.*)\): (\w+)$")
 WAITED = re.compile(r"waited ([\d.]+) s for")
 # what the other reservations held at a wait, as its line says (capacity, their bytes)
 OTHERS = re.compile(r"\(capacity ([\d.]+) (\w+); the others hold ([\d.]+) (\w+) in")
@@ -70,14 +71,18 @@ def main() -> None:
         for text, n in Counter(what.str[:100]).most_common(10):
             print(f"  {n:4d}  {text}")
     logs = sorted((args.results / "logs" / "check").glob(f"{args.dump or '*'}/shard-*.log"))
-    ended: Counter = Counter()
+    ended: Counter = Counter()  # (how, outcome) of each retry for memory
+    alone_s, alone_waits = [], []  # a retry alone's seconds, and those waiting for the running requests
     waits: list[float] = []
     over, told = 0, 0  # waits while the others held more than the capacity; waits whose line says
     ratios: list[float] = []  # traced / measured reference peak, per submission
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
-            if m := ALONE.search(line):
-                ended[m.group(3)] += 1
+            if m := RETRY_LINE.search(line):
+                ended[(m.group(1), m.group(4))] += 1
+                if m.group(1) == "alone" and m.group(5):
+                    alone_s.append(float(m.group(5)))
+                    alone_waits.append(float(m.group(6) or 0))
             elif m := WAITED.search(line):
                 waits.append(float(m.group(1)))
                 if o := OTHERS.search(line):
@@ -86,7 +91,12 @@ def main() -> None:
             elif (m := PEAK.search(line)) and float(m.group(3)):
                 ratios.append(_bytes(m.group(1), m.group(2)) / _bytes(m.group(3), m.group(4)))
     print(f"## check shard logs ({len(logs)})")
-    print(f"requests retried with the device alone: {sum(ended.values())}, ending {dict(ended)}")
+    for how in ("with the caches handed back", "alone"):
+        outcomes = {outcome: n for (way, outcome), n in ended.items() if way == how}
+        print(f"requests out of memory retried {how}: {sum(outcomes.values())}, ending {outcomes}")
+    if alone_s:
+        print(f"the retries alone took {sum(alone_s):.0f} s, {sum(alone_waits):.0f} s of it waiting for the running "
+              f"requests (every other worker of the device stopped meanwhile), longest {max(alone_s):.0f} s")
     if waits:
         print(f"waits for memory over 1 s: {len(waits)}, {sum(waits):.0f} s in all, longest {max(waits):.0f} s; "
               + (f"{over} of {told} with the others holding more than the capacity" if told

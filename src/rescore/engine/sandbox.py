@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -161,7 +162,7 @@ class Worker:
                  share: DeviceShare | None = None):
         self.device, self.budget = device, budget
         # The lock every request holds on the device and the memory this worker reserves there
-        # (`sharing.py`): a case that runs out of memory is retried with the device to itself.
+        # (`sharing.py`): a case that runs out of memory is retried with the caches handed back, then alone.
         self.share = share if share is not None else DeviceShare(device, gpu)
         # The device this worker runs on (CUDA_VISIBLE_DEVICES, `gpus.worker_gpu`); None leaves it as
         # inherited. Every restart starts on it again: a lost context costs the other GPUs nothing.
@@ -198,6 +199,7 @@ class Worker:
         self.standbys_used = 0  # restarts that took over a standby
         self.spawned = 0  # processes started, standbys included (their log files' numbers)
         self.device_waited_s = 0.0  # waits for the device (memory, a retry alone), over the worker's life
+        self.alone_waited_s = 0.0  # the last retry alone's wait for the running requests to end
         self._ahead: tuple[bytes, dict] | None = None  # a load the process in hand was sent as a standby
 
     def start(self) -> None:
@@ -524,9 +526,19 @@ class Worker:
     @contextlib.contextmanager
     def alone(self) -> Iterator[None]:
         """The device to this worker alone for the requests inside (a retry after running out of
-        memory), the wait for it charged as `device_wait`."""
+        memory), the wait for it charged as `device_wait` and kept in `alone_waited_s`."""
         began = time.monotonic()
         with self.share.lock.exclusive():
+            self.alone_waited_s = time.monotonic() - began
+            self._charge(phase_log.DEVICE_WAIT, self.alone_waited_s)
+            yield
+
+    @contextlib.contextmanager
+    def reclaiming(self) -> Iterator[None]:
+        """Every worker's cache handed back for the requests inside, the device still shared (the first
+        retry after running out of memory), the settling charged as `device_wait`."""
+        began = time.monotonic()
+        with self.share.lock.reclaim():
             self._charge(phase_log.DEVICE_WAIT, time.monotonic() - began)
             yield
 
@@ -540,8 +552,9 @@ def run_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 
     the death is the candidate's own (a hang, a forged answer, a segfault or abort), which repeats.
 
     Running out of memory is a fault of the run (several workers share a device), not a verdict:
-    the request runs again with the device to itself, and is recorded `skipped` with the bytes
-    asked if it still cannot fit (`sharing.alone_result`).
+    the request runs again with every worker's cache handed back, then with the device to itself
+    (`retry_for_memory`), and is recorded `skipped` with the bytes asked if it still cannot fit
+    (`sharing.alone_result`).
     """
     return request_with_retry(worker, msg, timeout, retries)[0]
 
@@ -550,6 +563,31 @@ def needs_device_alone(result: dict) -> bool:
     """Whether a worker's answer asks for its request to run again with the device to itself: it
     ran out of memory, or the reference failed at its own sizes (which a shared device explains)."""
     return ALONE_KEY in result or result.get("outcome") == Outcome.OOM
+
+
+# A retry's log line (`retry_for_memory`), read back by tools/harness_faults.py: how it ran, the device,
+# why it was retried, how it ended; then (lines since this run's) its seconds, and those waiting alone.
+RETRY_LINE = re.compile(r"retried (alone|with the caches handed back) on (\S+) \((.*)\): (\w+)"
+                        r"(?:; ([\d.]+) s(?:, ([\d.]+) s of it waiting for the running requests)?)?$")
+
+
+def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -> dict:
+    """Run a request that ran out of memory (`first`: why) again: with every worker's cache handed back
+    and the device still shared, then, still out of memory, with the device alone. A retry alone
+    waits for every running request to end and holds new ones back, so it stops every worker of the
+    device: on an H100, 20 to 60 s each time. Its log line says which way it ran and how long it took
+    (`tools/harness_faults.py` sums them)."""
+    began = time.monotonic()
+    with worker.reclaiming():
+        result = worker.request(msg, timeout)
+    how, waited = "with the caches handed back", ""
+    if needs_device_alone(result):
+        with worker.alone():
+            result = worker.request(msg, timeout)
+        how, waited = "alone", f", {worker.alone_waited_s:.1f} s of it waiting for the running requests"
+    log.info("retried %s on %s (%s): %s; %.1f s%s", how, worker.share.key, first, result.get("outcome"),
+             time.monotonic() - began, waited)
+    return result
 
 
 def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
@@ -564,10 +602,7 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
             with worker.alone() if alone else contextlib.nullcontext():
                 result = worker.request(msg, timeout)
             if needs_device_alone(result) and not alone:
-                first = str(result.get("reason") or "")[:160]
-                with worker.alone():
-                    result = worker.request(msg, timeout)
-                log.info("retried alone on %s (%s): %s", worker.share.key, first, result.get("outcome"))
+                result = retry_for_memory(worker, msg, timeout, str(result.get("reason") or "")[:160])
             result = alone_result(result, worker.device)
         except WorkerDied as died:
             last, deaths = died, deaths + 1
