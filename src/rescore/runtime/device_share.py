@@ -24,10 +24,11 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
   up for a minute, while the big one waits for its room or its limit either way. The limit grows
   with the request (`wait_limit`): a minute (`MAX_WAIT_S`) from a quarter of the capacity up, a few
   seconds for a worker's usual 1-2 GiB. Past it the request goes ahead all the same (one that then
-  runs out of memory is retried alone), and a ledger pushed over its capacity so holds every later
-  request that grows until its holders shrink: on an H100 the requests small enough to backfill
-  waited 4,794 s in 108 waits, 72 of them the whole minute, while 8 of the run's 13 retries alone
-  came after a wait for 15 GiB or more and 2 after a small one. A request larger than the whole
+  runs out of memory is retried), and a ledger pushed over its capacity so holds every later
+  request that grows until its holders shrink: on an H100 the check shards' requests small enough to
+  backfill waited 3,885 s in 88 waits, 59 of them the whole minute, while 8 of the run's 13 retries
+  alone came after a wait for 15 GiB or more and 2 after a small one; with the limit in proportion,
+  574 s in 133 waits, none to the limit, and 14 retries alone. A request larger than the whole
   capacity is granted when nothing else is held.
 """
 
@@ -175,7 +176,7 @@ MAX_WAIT_ENV = "RESCORE_LEDGER_MAX_WAIT_S"
 def wait_limit(max_wait_s: float, nbytes: int, capacity: int) -> float:
     """The longest a request for `nbytes` waits: `max_wait_s` in proportion to its share of the
     capacity, all of it from FULL_WAIT_SHARE up. What a wrong guess costs grows with the request: a
-    small one granted on a full device rarely runs out (and is then retried alone), while waiting
+    small one granted on a full device rarely runs out (and is then retried), while waiting
     costs it the same minute whatever its size."""
     return max_wait_s * min(1.0, nbytes / (FULL_WAIT_SHARE * capacity)) if capacity > 0 else max_wait_s
 
@@ -220,8 +221,9 @@ class Ledger:
         # The longest a reservation waits (for a request of a quarter of the capacity or more, less for
         # a smaller one: `wait_limit`): past it the request goes ahead all the same. The ledger only
         # spaces out what its estimates say will not fit; a request that then runs out of memory is
-        # retried with the device to itself (sandbox.request_with_retry), so no verdict rests on an
-        # estimate, and one large or overestimated submission never holds every other worker up.
+        # retried with the caches handed back, then with the device to itself (sandbox.retry_for_memory),
+        # so no verdict rests on an estimate, and one large or overestimated submission never holds
+        # every other worker up.
         self.max_wait_s = float(os.environ.get(MAX_WAIT_ENV, MAX_WAIT_S)) if max_wait_s is None else max_wait_s
 
     def _edit(self, change: Callable[[dict], object]) -> object:
