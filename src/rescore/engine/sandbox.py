@@ -566,7 +566,7 @@ def needs_device_alone(result: dict) -> bool:
 
 
 # A retry's log line (`retry_for_memory`), read back by tools/harness_faults.py: how it ran, the device,
-# why it was retried, how it ended; then (lines since this run's) its seconds, and those waiting alone.
+# why it was retried, how it ended; then its seconds, and those it waited alone (older logs lack both).
 RETRY_LINE = re.compile(r"retried (alone|with the caches handed back) on (\S+) \((.*)\): (\w+)"
                         r"(?:; ([\d.]+) s(?:, ([\d.]+) s of it waiting for the running requests)?)?$")
 

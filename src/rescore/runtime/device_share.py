@@ -11,12 +11,12 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
   every worker hands its cache back and the running requests go on; only if that is not enough does
   it wait for the device alone, which stops every other worker until the running requests end and it
   has run (on an H100 each such retry stopped every shard for 20 to 60 s: the waits behind 14 of
-  them came to 8,700 of the run's 21,700 worker-seconds). A retry alone that waits first takes a turnstile that every
-  shared holder passes on its way in, so new requests queue behind it instead of starving it; it
-  also holds the `waiting` file (shared) while it waits and runs, which tells the workers to hand
-  their cached GPU memory back: after their request, or within IDLE_POLL_S while they wait for one;
-  the retry starts SETTLE_S after it raised that flag at the earliest, so that the idle ones have
-  done so.
+  them came to 8,700 of the run's 21,700 worker-seconds). A retry alone that waits first takes a
+  turnstile that every shared holder passes on its way in, so new requests queue behind it instead
+  of starving it; it also holds the `waiting` file (shared) while it waits and runs, which tells the
+  workers to hand their cached GPU memory back: after their request, or within IDLE_POLL_S while
+  they wait for one; the retry starts SETTLE_S after it raised that flag at the earliest, so that
+  the idle ones have done so.
 - `Ledger`: each holder reserves the bytes it expects its next request to need and waits while the
   device's capacity is taken. A request counts every earlier one still waiting as held, so it goes
   ahead of them only when all fit, unless it is small (at most BACKFILL of the capacity) and fits
@@ -179,6 +179,7 @@ def wait_limit(max_wait_s: float, nbytes: int, capacity: int) -> float:
     small one granted on a full device rarely runs out (and is then retried), while waiting
     costs it the same minute whatever its size."""
     return max_wait_s * min(1.0, nbytes / (FULL_WAIT_SHARE * capacity)) if capacity > 0 else max_wait_s
+
 
 def _start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (/proc/<pid>/stat), None when it is gone or
