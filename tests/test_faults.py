@@ -5,6 +5,7 @@ corrupted intermediate table is named, never read as data, and removed so that i
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from conftest import REPO, toy_submission
 from test_workflow import SNAKEMAKE, TINY
 
 from rescore.engine.runner import RunConfig, run_submission
-from rescore.engine.sandbox import Worker
+from rescore.engine.sandbox import RETRY_LINE, Worker
 from rescore.model.records import Submission
 from rescore.model.tables import check_tables, read_parquet, write_parquet
 
@@ -35,7 +36,9 @@ def slow_correct() -> Submission:
                       dtypes=("float32",))
 
 
-def test_a_worker_killed_mid_case_is_retried_and_the_case_passes():
+def test_a_worker_killed_mid_case_is_retried_and_the_case_passes(caplog):
+    """A SIGKILL the harness did not send (the host's OOM killer, most likely) is retried with the
+    device alone, and that retry is a line of the log as a retry for memory is."""
     worker = Worker("cpu", 1 << 15)
     killed: list[int] = []
 
@@ -61,11 +64,15 @@ def test_a_worker_killed_mid_case_is_retried_and_the_case_passes():
     killer = threading.Thread(target=kill_once, daemon=True)
     killer.start()
     try:
-        rows = run_submission(slow_correct(), CFG, worker, fixed=False)
+        with caplog.at_level(logging.INFO, logger="rescore"):
+            rows = run_submission(slow_correct(), CFG, worker, fixed=False)
     finally:
         worker.stop()
     assert killed and worker.starts == 2
     assert [r["outcome"] for r in rows] == ["pass"]
+    retries = [m for r in caplog.records if (m := RETRY_LINE.search(r.getMessage()))]
+    assert [(m.group(1), m.group(4)) for m in retries] == [("alone", "pass")]
+    assert "signal 9" in retries[0].group(3)
 
 
 def test_a_hang_starts_a_standby_that_the_restart_takes_over(tmp_path):

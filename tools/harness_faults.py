@@ -7,7 +7,8 @@ memory (`out of memory with the GPU to itself`, and any left as `crash` by an ol
 OutOfMemoryError, CUDA "out of memory", CUBLAS_STATUS_ALLOC_FAILED, cuDNN's handle failures); the
 cases the sandbox refused (`refused by the sandbox: ...`), by what was refused; and from the check
 shards' logs how many requests ran again for memory (with every worker's cache handed back, or with
-the device to themselves), how they ended and how long the retries alone stopped the device, how
+the device to themselves, as a worker killed by a SIGKILL the harness did not send is too), how they
+ended and how long the retries alone stopped the device, how
 long workers waited for memory, and how many of those waits found the others holding more than the
 ledger's capacity (granted past its wait limit: a ledger over capacity). A run on one GPU with many
 shards checks the sharing with it.
@@ -71,7 +72,7 @@ def main() -> None:
         for text, n in Counter(what.str[:100]).most_common(10):
             print(f"  {n:4d}  {text}")
     logs = sorted((args.results / "logs" / "check").glob(f"{args.dump or '*'}/shard-*.log"))
-    ended: Counter = Counter()  # (how, outcome) of each retry for memory
+    ended: Counter = Counter()  # (how, outcome) of each retry
     alone_s, alone_waits = [], []  # a retry alone's seconds, and those waiting for the running requests
     waits: list[float] = []
     over, told = 0, 0  # waits while the others held more than the capacity; waits whose line says
@@ -93,7 +94,7 @@ def main() -> None:
     print(f"## check shard logs ({len(logs)})")
     for how in ("with the caches handed back", "alone"):
         outcomes = {outcome: n for (way, outcome), n in ended.items() if way == how}
-        print(f"requests out of memory retried {how}: {sum(outcomes.values())}, ending {outcomes}")
+        print(f"requests retried {how}: {sum(outcomes.values())}, ending {outcomes}")
     if alone_s:
         print(f"the retries alone took {sum(alone_s):.0f} s, {sum(alone_waits):.0f} s of it waiting for the running "
               f"requests (every other worker of the device stopped meanwhile), longest {max(alone_s):.0f} s")

@@ -565,8 +565,9 @@ def needs_device_alone(result: dict) -> bool:
     return ALONE_KEY in result or result.get("outcome") == Outcome.OOM
 
 
-# A retry's log line (`retry_for_memory`), read back by tools/harness_faults.py: how it ran, the device,
-# why it was retried, how it ended; then its seconds, and those it waited alone (older logs lack both).
+# A retry's log line (`retry_for_memory`, and a retry alone after a SIGKILL), read back by
+# tools/harness_faults.py: how it ran, the device, why it was retried, how it ended; then its seconds,
+# and those it waited for the device alone (older logs lack both).
 RETRY_LINE = re.compile(r"retried (alone|with the caches handed back) on (\S+) \((.*)\): (\w+)"
                         r"(?:; ([\d.]+) s(?:, ([\d.]+) s of it waiting for the running requests)?)?$")
 
@@ -580,14 +581,21 @@ def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -
     began = time.monotonic()
     with worker.reclaiming():
         result = worker.request(msg, timeout)
-    how, waited = "with the caches handed back", ""
-    if needs_device_alone(result):
-        with worker.alone():
-            result = worker.request(msg, timeout)
-        how, waited = "alone", f", {worker.alone_waited_s:.1f} s of it waiting for the running requests"
-    log.info("retried %s on %s (%s): %s; %.1f s%s", how, worker.share.key, first, result.get("outcome"),
-             time.monotonic() - began, waited)
+    if not needs_device_alone(result):
+        _note_retry(worker, False, first, result.get("outcome"), began)
+        return result
+    with worker.alone():
+        result = worker.request(msg, timeout)
+    _note_retry(worker, True, first, result.get("outcome"), began)
     return result
+
+
+def _note_retry(worker: Worker, alone: bool, first: str, outcome: object, began: float) -> None:
+    """The retry's line in the shard's log (`RETRY_LINE`)."""
+    how = "alone" if alone else "with the caches handed back"
+    waited = f", {worker.alone_waited_s:.1f} s of it waiting for the running requests" if alone else ""
+    log.info("retried %s on %s (%s): %s; %.1f s%s", how, worker.share.key, first, outcome,
+             time.monotonic() - began, waited)
 
 
 def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
@@ -598,13 +606,18 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
     alone = False  # the next attempt holds the device alone
     deaths = 0
     for _ in range(retries + 1):
+        began = time.monotonic()
         try:
             with worker.alone() if alone else contextlib.nullcontext():
                 result = worker.request(msg, timeout)
-            if needs_device_alone(result) and not alone:
+            if alone:
+                _note_retry(worker, True, last.reason[:160] if last else "", result.get("outcome"), began)
+            elif needs_device_alone(result):
                 result = retry_for_memory(worker, msg, timeout, str(result.get("reason") or "")[:160])
             result = alone_result(result, worker.device)
         except WorkerDied as died:
+            if alone:
+                _note_retry(worker, True, last.reason[:160] if last else "", died.outcome, began)
             last, deaths = died, deaths + 1
             if (died.outcome == Outcome.TIMEOUT or died.kind == HARNESS_TIMEOUT or "forged_result" in died.findings
                     or died.signum in CANDIDATE_SIGNALS):
