@@ -99,6 +99,42 @@ def test_a_hang_starts_a_standby_that_the_restart_takes_over(tmp_path):
     assert standby.proc.poll() is not None and not Path(standby.scratch).exists()
 
 
+@pytest.mark.parametrize("eager", [False, True])
+def test_an_eager_worker_starts_its_standby_as_early_as_its_start_needs(tmp_path, eager):
+    """`rescore check`'s worker is alone on its device: its standby starts early enough that a fresh
+    process's start and load (`ready_s`, measured at its first load) end with the candidate's limit,
+    at once where they take longer (a GPU's 7 s against a 5 s limit); any other worker's at half."""
+    cfg = RunConfig(strategies={"default": 1}, dtypes=("float32",), timeout_s=4, load_timeout_s=300)
+    worker = Worker("cpu", 1 << 15, str(tmp_path))
+    worker.eager_standby = eager
+    sent: list[float] = []
+    started: list[float] = []
+    ask, start_standby = worker._ask, worker._start_standby
+
+    def asking(wire, timeout, **kwargs):
+        if wire[0] == "case":
+            sent.append(time.monotonic())
+        return ask(wire, timeout, **kwargs)
+
+    def starting():
+        started.append(time.monotonic())
+        start_standby()
+
+    worker._ask, worker._start_standby = asking, starting
+    try:
+        run_submission(toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",)), cfg, worker,
+                       fixed=False)
+        assert worker.ready_s is not None and 0 < worker.ready_s < 300  # its start and first load
+        worker.ready_s = 60.0  # as slow to start as no limit here allows
+        rows = run_submission(toy_submission("problem_scale.py", "../hacks/infinite_loop.py", dtypes=("float32",)),
+                              cfg, worker, fixed=False)
+    finally:
+        worker.stop()
+    assert [r["outcome"] for r in rows] == ["timeout"] and started
+    after = started[0] - max(t for t in sent if t <= started[0])  # from the hanging case's request
+    assert after < 1.0 if eager else after >= 1.5, after
+
+
 def test_a_restart_after_a_hang_reads_the_load_its_standby_was_sent_and_sends_none(tmp_path):
     """The standby is sent the job's load when it starts: the restart reads that answer instead of
     loading again (on a GPU a start and a load are about 11 s a restart). A standby that loaded an

@@ -22,6 +22,7 @@ def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, prog
                robustness_in_headline: bool = False) -> tuple[dict, list[dict]]:
     """Run a submission; returns the summary (the `--json` document) and every case row."""
     worker = Worker(cfg.device, cfg.budget, log_dir, explain=cfg.explain)
+    worker.eager_standby = True  # alone on its device: a hang's restart is the developer's wait
     try:
         rows = run_submission(sub, cfg, worker, progress=progress)
     finally:

@@ -4,7 +4,8 @@ One worker serves many cases (a fresh CUDA process costs seconds). A case that k
 `crash`, one that outlives its timeout is `timeout`; either way the worker is restarted, the job is
 re-loaded, the case is retried once, and the run goes on. A candidate's call past half its time gets a
 standby process started beside it, which a restart takes over: a hang then costs its limit and a load, not
-also a fresh start (on a GPU, Python, torch and a CUDA context: 5-12 s). Results come back over a pipe that
+also a fresh start (on a GPU, Python, torch and a CUDA context: 5-12 s); `rescore check`'s worker starts it
+as early as a fresh start needs (`Worker.eager_standby`). Results come back over a pipe that
 belongs to the harness, each answer tagged with its request's random token; the candidate's own
 stdout and stderr go to a log file, which is read only to notice verdict-like claims in it.
 
@@ -200,6 +201,11 @@ class Worker:
         self.spawned = 0  # processes started, standbys included (their log files' numbers)
         self.device_waited_s = 0.0  # waits for the device (memory, a retry alone), over the worker's life
         self.alone_waited_s = 0.0  # the last retry alone's wait for the running requests to end
+        # A worker alone on its device (`rescore check`) starts its standby as early as a hang needs:
+        # a fresh process's start and load (`ready_s`, measured at its first load) before the limit.
+        self.eager_standby = False
+        self.ready_s: float | None = None
+        self._spawned_at: float | None = None  # when the process in hand was started fresh, until its load
         self._ahead: tuple[bytes, dict] | None = None  # a load the process in hand was sent as a standby
 
     def start(self) -> None:
@@ -212,6 +218,7 @@ class Worker:
             if standby is not None:
                 standby.close()
             standby = self._spawn()
+            self._spawned_at = time.monotonic()
         self.proc, self.send_conn, self.recv_conn = standby.proc, standby.send_conn, standby.recv_conn
         self.log, self.log_path, self.scratch = standby.log, standby.log_path, standby.scratch
         self._ahead = standby.ahead
@@ -454,6 +461,8 @@ class Worker:
             raise WorkerDied(Outcome.CRASH, "the result channel carried a message the harness did not send", found,
                              kind="a forged result")
         _, status, result = packet
+        if wire[0] == Kind.LOAD and self._spawned_at is not None:  # a fresh process's first answer
+            self.ready_s, self._spawned_at = time.monotonic() - max(self._spawned_at, began), None
         if status == Status.OK and self.recv_conn.poll(0) and not self._exited():
             found.add("forged_result")  # more than one answer to one request: something else wrote too
             status = Status.RESTART
@@ -490,12 +499,15 @@ class Worker:
             left = clock.deadline - now
             # the candidate's call past half its time may be a hang: a standby starts beside it (never
             # for the harness's own turns, which a loaded machine slows and a second start would slow more)
-            half = clock.turn_start + STANDBY_AT * (clock.deadline - clock.turn_start)
-            early = self.standby is None and not self.wrapper and clock.by == CANDIDATE and now < half
-            if left <= 0 or not self.recv_conn.poll(half - now if early else left):
+            at = self._standby_at(clock)
+            wanted = self.standby is None and not self.wrapper and clock.by == CANDIDATE and left > 0
+            if wanted and now >= at:
+                self._start_standby()
+                continue
+            early = wanted and now < at
+            if left <= 0 or not self.recv_conn.poll(at - now if early else left):
                 if early and left > 0:
-                    self._start_standby()
-                    continue
+                    continue  # its time to start a standby
                 claims = self._claims()
                 self._kill()
                 self._close()
@@ -508,6 +520,16 @@ class Worker:
                 continue
             clock.note({})  # the answer ends the turn in hand
             return packet
+
+    def _standby_at(self, clock: TurnClock) -> float:
+        """When a standby starts beside the candidate's turn in hand: at STANDBY_AT of its limit, or for
+        an eager worker early enough that a fresh process's start and load (`ready_s`) end with the
+        limit (at once when they are longer: on an H100 about 7 s, against a 5 s limit)."""
+        turn = clock.deadline - clock.turn_start
+        wait = STANDBY_AT * turn
+        if self.eager_standby and self.ready_s is not None:
+            wait = max(0.0, min(wait, turn - self.ready_s))
+        return clock.turn_start + wait
 
     def _charge(self, phase: str, seconds: float) -> None:
         if phase == phase_log.DEVICE_WAIT:
