@@ -8,10 +8,9 @@ OutOfMemoryError, CUDA "out of memory", CUBLAS_STATUS_ALLOC_FAILED, cuDNN's hand
 cases the sandbox refused (`refused by the sandbox: ...`), by what was refused; and from the check
 shards' logs how many requests ran again for memory (with every worker's cache handed back, or with
 the device to themselves, as a worker killed by a SIGKILL the harness did not send is too), how they
-ended and how long the retries alone stopped the device, how
-long workers waited for memory, and how many of those waits found the others holding more than the
-ledger's capacity (granted past its wait limit: a ledger over capacity). A run on one GPU with many
-shards checks the sharing with it.
+ended and how long the retries alone stopped the device, how long workers waited for memory, and how
+many of those waits found the others holding more than the ledger's capacity (granted past its wait
+limit: a ledger over capacity). A run on one GPU with many shards checks the sharing with it.
 """
 
 from __future__ import annotations

@@ -200,7 +200,6 @@ class Worker:
         self.standbys_used = 0  # restarts that took over a standby
         self.spawned = 0  # processes started, standbys included (their log files' numbers)
         self.device_waited_s = 0.0  # waits for the device (memory, a retry alone), over the worker's life
-        self.alone_waited_s = 0.0  # the last retry alone's wait for the running requests to end
         # A worker alone on its device (`rescore check`) starts its standby as early as a hang needs:
         # a fresh process's start and load (`ready_s`, measured at its first load) before the limit.
         self.eager_standby = False
@@ -545,24 +544,24 @@ class Worker:
             return False
         return True
 
-    @contextlib.contextmanager
-    def alone(self) -> Iterator[None]:
+    def alone(self) -> contextlib.AbstractContextManager[float]:
         """The device to this worker alone for the requests inside (a retry after running out of
-        memory), the wait for it charged as `device_wait` and kept in `alone_waited_s`."""
-        began = time.monotonic()
-        with self.share.lock.exclusive():
-            self.alone_waited_s = time.monotonic() - began
-            self._charge(phase_log.DEVICE_WAIT, self.alone_waited_s)
-            yield
+        memory); yields the seconds it waited for that."""
+        return self._holding(self.share.lock.exclusive())
+
+    def reclaiming(self) -> contextlib.AbstractContextManager[float]:
+        """Every worker's cache handed back for the requests inside, the device still shared (the first
+        retry after running out of memory); yields the seconds it settled for."""
+        return self._holding(self.share.lock.reclaim())
 
     @contextlib.contextmanager
-    def reclaiming(self) -> Iterator[None]:
-        """Every worker's cache handed back for the requests inside, the device still shared (the first
-        retry after running out of memory), the settling charged as `device_wait`."""
+    def _holding(self, hold: contextlib.AbstractContextManager) -> Iterator[float]:
+        """Enter one of the device lock's holds, the wait for it charged as `device_wait` and yielded."""
         began = time.monotonic()
-        with self.share.lock.reclaim():
-            self._charge(phase_log.DEVICE_WAIT, time.monotonic() - began)
-            yield
+        with hold:
+            waited = time.monotonic() - began
+            self._charge(phase_log.DEVICE_WAIT, waited)
+            yield waited
 
     def load(self, job: dict, timeout: float) -> dict:
         self.job = job
@@ -604,18 +603,18 @@ def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -
     with worker.reclaiming():
         result = worker.request(msg, timeout)
     if not needs_device_alone(result):
-        _note_retry(worker, False, first, result.get("outcome"), began)
+        _note_retry(worker, None, first, result.get("outcome"), began)
         return result
-    with worker.alone():
+    with worker.alone() as waited:
         result = worker.request(msg, timeout)
-    _note_retry(worker, True, first, result.get("outcome"), began)
+    _note_retry(worker, waited, first, result.get("outcome"), began)
     return result
 
 
-def _note_retry(worker: Worker, alone: bool, first: str, outcome: object, began: float) -> None:
-    """The retry's line in the shard's log (`RETRY_LINE`)."""
-    how = "alone" if alone else "with the caches handed back"
-    waited = f", {worker.alone_waited_s:.1f} s of it waiting for the running requests" if alone else ""
+def _note_retry(worker: Worker, alone_wait: float | None, first: str, outcome: object, began: float) -> None:
+    """The retry's line in the shard's log (`RETRY_LINE`): alone when it waited for that (`alone_wait`)."""
+    how = "with the caches handed back" if alone_wait is None else "alone"
+    waited = "" if alone_wait is None else f", {alone_wait:.1f} s of it waiting for the running requests"
     log.info("retried %s on %s (%s): %s; %.1f s%s", how, worker.share.key, first, outcome,
              time.monotonic() - began, waited)
 
@@ -628,18 +627,19 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
     alone = False  # the next attempt holds the device alone
     deaths = 0
     for _ in range(retries + 1):
-        began = time.monotonic()
+        began, why = time.monotonic(), last.reason[:160] if last else ""
+        waited: float | None = None  # the wait for the device alone, on a retry after a SIGKILL
         try:
-            with worker.alone() if alone else contextlib.nullcontext():
+            with worker.alone() if alone else contextlib.nullcontext() as waited:
                 result = worker.request(msg, timeout)
             if alone:
-                _note_retry(worker, True, last.reason[:160] if last else "", result.get("outcome"), began)
+                _note_retry(worker, waited, why, result.get("outcome"), began)
             elif needs_device_alone(result):
                 result = retry_for_memory(worker, msg, timeout, str(result.get("reason") or "")[:160])
             result = alone_result(result, worker.device)
         except WorkerDied as died:
             if alone:
-                _note_retry(worker, True, last.reason[:160] if last else "", died.outcome, began)
+                _note_retry(worker, waited, why, died.outcome, began)
             last, deaths = died, deaths + 1
             if (died.outcome == Outcome.TIMEOUT or died.kind == HARNESS_TIMEOUT or "forged_result" in died.findings
                     or died.signum in CANDIDATE_SIGNALS):
