@@ -174,6 +174,50 @@ def test_a_long_wait_is_logged_with_what_the_others_held(tmp_path, monkeypatch, 
     assert Ledger(tmp_path, "host").others("small") == (80 << 20, 1, 80 << 20, 0)
 
 
+def test_a_fresh_report_of_free_memory_grants_what_the_reservations_would_hold(tmp_path):
+    """On a ledger granted past its capacity, a request that the device's measured free memory has
+    room for (beside FREE_MARGIN of the capacity) goes ahead at once; the next one counts what was so
+    granted against the same report and waits its limit."""
+    Ledger(tmp_path, "gpu-0", poll_s=0.01).reserve("forced", 110, 100)
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.5)
+    assert ledger.reserve("unreported", 30, 100) >= 0.5 and ledger.grant.by == "limit"
+    ledger.note_free(60)
+    assert ledger.reserve("b", 30, 100) < 0.2
+    assert (ledger.grant.by, ledger.grant.free_bytes) == ("free", 60)
+    assert ledger.reserve("c", 30, 100) >= 0.5 and ledger.grant.by == "limit"  # 60 - 30 - 6.25 < 30
+    assert {k: e["held"] for k, e in ledger.entries().items()} == {"forced": 110, "unreported": 30, "b": 30, "c": 30}
+
+
+def test_only_a_fresh_report_with_room_beside_the_margin_grants():
+    from rescore.runtime.device_share import FREE_MARGIN, FRESH_S, LENT_S, free_allows
+
+    state = {"free": {"bytes": 1000, "at": 100.0}, "lent": [[90.0, 400], [100.5, 100]]}
+    room = 1000 - 100 - FREE_MARGIN * 1000  # the grant of 90.0 is older than LENT_S before the report
+    assert free_allows(state, int(room), 1000, 100.0 + FRESH_S).by == "free"
+    assert free_allows(state, int(room) + 1, 1000, 100.0) is None
+    assert free_allows(state, 10, 1000, 100.0 + FRESH_S + 0.01) is None  # stale
+    assert free_allows({}, 10, 1000, 100.0) is None
+    assert free_allows(dict(state, lent=[[100.0 - LENT_S, 400]]), int(room), 1000, 100.0) is None
+
+
+def test_a_workers_report_of_free_memory_reaches_the_ledger_and_grants_with_a_log_line(tmp_path, caplog):
+    """The parent writes the free memory a worker's answer reports into the ledger (at most every
+    NOTE_FREE_S); a reservation granted on it says so in the shard's log."""
+    Ledger(tmp_path, "host", poll_s=0.01).reserve("forced", 9 << 30, 8 << 30)  # the ledger over its capacity
+    share = DeviceShare("cpu", capacity=8 << 30, folder=tmp_path)
+    share.ledger.poll_s, share.ledger.max_wait_s = 0.01, 2.0
+    share.observe({"free": 4 << 30})
+    share.observe({"free": 1 << 20})  # within NOTE_FREE_S of the first: not written
+    assert share.ledger._edit(lambda state: state["free"]["bytes"]) == 4 << 30
+    share.reference_bytes = 64 << 20  # it needs the context and 3 x 64 MiB: 960 MiB
+    with caplog.at_level(logging.INFO, logger="rescore"):
+        assert share.reserve() < 0.5
+    share.close()
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("granted"))
+    assert line.startswith("granted 960.00 MiB of host's memory after 0.0 s on the device's measured free memory "
+                           "(4.00 GiB free"), line
+
+
 def test_a_request_larger_than_the_device_runs_when_nothing_else_is_held(tmp_path):
     ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
     assert ledger.reserve("huge", 500, 100) < 0.5

@@ -10,7 +10,8 @@ shards' logs how many requests ran again for memory (with every worker's cache h
 the device to themselves, as a worker killed by a SIGKILL the harness did not send is too), how they
 ended and how long the retries alone stopped the device, how long workers waited for memory, and how
 many of those waits found the others holding more than the ledger's capacity (granted past its wait
-limit: a ledger over capacity). A run on one GPU with many shards checks the sharing with it.
+limit: a ledger over capacity), how the waits ended and how many reservations the device's measured
+free memory granted. A run on one GPU with many shards checks the sharing with it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from rescore.model.oom import OOM_MARKERS
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 
 WAITED = re.compile(r"waited ([\d.]+) s for")
+# how a reservation was granted, in its line (`sharing.DeviceShare.reserve`; older runs' lines do not say)
+ON_FREE = "on the device's measured free memory"
+HOW = re.compile(r"granted (?:.* after [\d.]+ s )?"
+                 rf"(at its wait limit|as the reservations fit|within what it held|{ON_FREE})")
 # what the other reservations held at a wait, as its line says (capacity, their bytes)
 OTHERS = re.compile(r"\(capacity ([\d.]+) (\w+); the others hold ([\d.]+) (\w+) in")
 PEAK = re.compile(r"reference peak on \S+: traced ([\d.]+) (\w+), measured ([\d.]+) (\w+)")
@@ -74,6 +79,8 @@ def main() -> None:
     ended: Counter = Counter()  # (how, outcome) of each retry
     alone_s, alone_waits = [], []  # a retry alone's seconds, and those waiting for the running requests
     waits: list[float] = []
+    granted: Counter = Counter()  # how the waits over a second, and the grants on measured memory, were granted
+    free_grants = 0  # reservations granted on the device's measured free memory (`Ledger.note_free`)
     over, told = 0, 0  # waits while the others held more than the capacity; waits whose line says
     ratios: list[float] = []  # traced / measured reference peak, per submission
     for log in logs:
@@ -85,9 +92,14 @@ def main() -> None:
                     alone_waits.append(float(m.group(6) or 0))
             elif m := WAITED.search(line):
                 waits.append(float(m.group(1)))
+                how = HOW.search(line)
+                granted[how.group(1) if how else "(not said)"] += 1
+                free_grants += bool(how) and how.group(1) == ON_FREE
                 if o := OTHERS.search(line):
                     told += 1
                     over += _bytes(o.group(3), o.group(4)) > _bytes(o.group(1), o.group(2))
+            elif (how := HOW.search(line)) and how.group(1) == ON_FREE:
+                free_grants += 1  # within a second
             elif (m := PEAK.search(line)) and float(m.group(3)):
                 ratios.append(_bytes(m.group(1), m.group(2)) / _bytes(m.group(3), m.group(4)))
     print(f"## check shard logs ({len(logs)})")
@@ -101,6 +113,8 @@ def main() -> None:
         print(f"waits for memory over 1 s: {len(waits)}, {sum(waits):.0f} s in all, longest {max(waits):.0f} s; "
               + (f"{over} of {told} with the others holding more than the capacity" if told
                  else "the lines do not say what the others held (a run older than that part of the log line)"))
+        print(f"  granted: {dict(granted)}")
+    print(f"reservations granted on the device's measured free memory: {free_grants}")
     if ratios:
         ratios.sort()
         print(f"traced / measured reference peak, {len(ratios)} submissions: median {ratios[len(ratios) // 2]:.2f}, "

@@ -409,8 +409,8 @@ class Worker:
         return False
 
     def _reserve(self) -> None:
-        """The device memory the submission needs, the wait for it charged as `device_wait`."""
-        self._charge(phase_log.DEVICE_WAIT, self.share.reserve())
+        """The device memory the submission needs, the wait for it charged as `memory_wait`."""
+        self._charge(phase_log.MEMORY_WAIT, self.share.reserve())
 
     def _ask(self, wire: tuple, timeout: float, sent: bytes | None = None):
         """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose
@@ -531,7 +531,7 @@ class Worker:
         return clock.turn_start + wait
 
     def _charge(self, phase: str, seconds: float) -> None:
-        if phase == phase_log.DEVICE_WAIT:
+        if phase in (phase_log.DEVICE_WAIT, phase_log.MEMORY_WAIT):
             self.device_waited_s += seconds  # named in a spent budget's reason (`pacing.Pace.stop_reason`)
         if self.phases is not None:
             self.phases.add(phase, seconds)

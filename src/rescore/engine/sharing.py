@@ -27,13 +27,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from pathlib import Path
 
 from rescore.engine.gpus import visible_device
 from rescore.model.findings import merge
 from rescore.model.oom import alone_reason, size_text
 from rescore.model.outcomes import Outcome
-from rescore.runtime.device_share import DeviceLock, Ledger, share_folder
+from rescore.runtime.device_share import DeviceLock, Grant, Ledger, share_folder
 from rescore.worker.protocol import ALONE_KEY, BENCHMARK, FUZZ, MEASURE_ENV
 
 log = logging.getLogger("rescore")
@@ -44,6 +45,8 @@ CONTEXT_BYTES = 768 << 20
 FACTOR = 3
 USABLE = 0.9
 WAIT_NOTE_S = 1.0  # a reservation that waited longer than this is logged
+GRANTED = {"ledger": "as the reservations fit", "limit": "at its wait limit", "held": "within what it held"}
+NOTE_FREE_S = 0.2  # the least time between two of one worker's reports of the device's free memory to the ledger
 
 
 class DeviceShare:
@@ -65,6 +68,7 @@ class DeviceShare:
         self.scale = BENCHMARK  # the scale of the request in hand
         self.held = 0  # what the ledger grants this worker now
         self.waited_s = 0.0  # time spent waiting for capacity, over the worker's life
+        self.noted_at = float("-inf")  # when this worker last reported the device's free memory to the ledger
 
     def env(self) -> dict[str, str]:
         """What the worker is told (where a waiting retry shows; whether to estimate memory on the CPU)."""
@@ -102,6 +106,9 @@ class DeviceShare:
         elif memory.get("estimate") and not self.measured:
             self.reference_bytes = max(self.reference_bytes, int(memory["estimate"]))
         self.seen[self.scale] = max(self.seen[self.scale], int(memory.get("peak") or 0))
+        if memory.get("free") is not None and time.monotonic() - self.noted_at >= NOTE_FREE_S:
+            self.ledger.note_free(int(memory["free"]))
+            self.noted_at = time.monotonic()
 
     def reserve(self) -> float:
         """Hold what the next request needs at its scale (`needed`), waiting while the device is full;
@@ -114,11 +121,21 @@ class DeviceShare:
         waited = self.ledger.reserve(self.owner, need, self.capacity)
         self.held = need
         self.waited_s += waited
-        if waited > WAIT_NOTE_S:  # with what the others held then: a ledger over its capacity shows
+        grant = self.ledger.grant or Grant("ledger")
+        on_free = grant.by == "free"
+        if waited > WAIT_NOTE_S or on_free:
+            # with what the others held then (a ledger over its capacity shows) and how it was granted
             held, holders, largest, waiting = self.ledger.others(self.owner)
-            log.info("waited %.1f s for %s of %s's memory (capacity %s; the others hold %s in %d reservations, "
-                     "the largest %s; %d waiting)", waited, size_text(need), self.key, size_text(self.capacity),
-                     size_text(held), holders, size_text(largest), waiting)
+            others = (f"capacity {size_text(self.capacity)}; the others hold {size_text(held)} in {holders} "
+                      f"reservations, the largest {size_text(largest)}; {waiting} waiting")
+            how = (f"on the device's measured free memory ({size_text(grant.free_bytes)} free {grant.age_s:.1f} s "
+                   "before)" if on_free else GRANTED[grant.by])
+            if waited > WAIT_NOTE_S:
+                log.info("waited %.1f s for %s of %s's memory (%s); granted %s", waited, size_text(need), self.key,
+                         others, how)
+            else:
+                log.info("granted %s of %s's memory after %.1f s %s (%s)", size_text(need), self.key, waited, how,
+                         others)
         return waited
 
     def release(self) -> None:

@@ -129,6 +129,7 @@ def report(device: str, result: dict) -> dict:
             memory["peak"] = int(torch.cuda.max_memory_allocated())
             torch.cuda.reset_peak_memory_stats()
             memory["total"] = int(torch.cuda.get_device_properties(0).total_memory)
+            memory["free"] = int(torch.cuda.mem_get_info()[0])  # the whole device's, every process's use counted
         except Exception:  # noqa: BLE001 - a context lost to this request: the worker restarts anyway
             pass
     return dict(result, **{MEMORY_KEY: memory})
