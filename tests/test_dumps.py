@@ -808,7 +808,8 @@ def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
         ' functions=["f"])\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n'
         "        return ext.f(x)\n"
     )
-    bad = good.replace("x + 1;", "x + ;")
+    # a compiler that fails at once (an option it does not know) rather than after parsing torch's headers
+    bad = good.replace('name="same_name",', 'name="same_name", extra_cflags=["--no-such-option"],')
     # the CUDA-L1 habit: the failed build is caught and the kernel falls back (its import succeeds)
     caught = bad.replace("ext = load_inline(", "try:\n    ext = load_inline(").replace(
         ' functions=["f"])\n', ' functions=["f"])\nexcept RuntimeError:\n    ext = None\n')

@@ -201,13 +201,13 @@ def test_a_hang_is_a_timeout_and_the_sanitizer_still_reports_the_program_it_saw_
     """The worker alone is killed at the run's limit; the sanitizer then writes its notes and summary."""
     standin(tmp_path / "bin", monkeypatch)
     hang = toy_submission("problem_scale.py", "hang.py", dtypes=("float32",))
-    (row,) = _run(hang, "memcheck", tmp_path / "logs", timeout_s=20.0)
+    (row,) = _run(hang, "memcheck", tmp_path / "logs", timeout_s=10.0)
     assert row["status"] == Outcome.TIMEOUT and row["outcome_under_sanitizer"] == Outcome.TIMEOUT
     assert row["summary"] == "ERROR SUMMARY: 0 errors"
-    assert row["reason"].startswith("no answer within 20 s under memcheck (sanitizer.timeout_s): Error: process "
+    assert row["reason"].startswith("no answer within 10 s under memcheck (sanitizer.timeout_s): Error: process "
                                     "didn't terminate successfully; Target application returned an error; "
                                     "ERROR SUMMARY: 0 errors; the case ended timeout")
-    (cut,) = _run(hang, "memcheck", tmp_path / "logs", timeout_s=60.0, limit_s=20.0)
+    (cut,) = _run(hang, "memcheck", tmp_path / "logs", timeout_s=60.0, limit_s=10.0)
     assert "(what was left of sanitizer.budget_s)" in cut["reason"]
 
 

@@ -63,7 +63,8 @@ until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/n
   for s in cold big warm warm2 ext extg extwarm extwarm2 mgwarm mg1 mgall; do line="$line $s $(find "$WORK/$s/results/cases" -name '*.parquet' 2>/dev/null | wc -l)"; done
   echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg)" >> "$WORK/watch.txt"
   "$PYTHON" scripts/gpu/pack_steps.py finished "$WORK" "$OUT" 2>> "$WORK/driver.log"
-  sleep 15
+  # a sample every 15 s, but the call returns within a second of the steps' end (device time counts)
+  for _ in $(seq 15); do kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null && [ "$(el)" -lt "$WATCH" ] || break; sleep 1; done
 done
 for s in cold big warm warm2 ext extg extwarm extwarm2 mgwarm mg1 mgall; do [ -d "$WORK/$s" ] && tail -30 "$WORK/$s/snakemake.out" > "$WORK/$s.snakemake.tail"; done
 "$PYTHON" scripts/gpu/pack_steps.py out "$WORK" "$OUT"
