@@ -34,7 +34,7 @@ from rescore.engine.gpus import visible_device
 from rescore.model.findings import merge
 from rescore.model.oom import alone_reason, size_text
 from rescore.model.outcomes import Outcome
-from rescore.runtime.device_share import DeviceLock, Grant, Ledger, share_folder
+from rescore.runtime.device_share import DeviceLock, Ledger, share_folder
 from rescore.worker.protocol import ALONE_KEY, BENCHMARK, FUZZ, MEASURE_ENV
 
 log = logging.getLogger("rescore")
@@ -118,10 +118,10 @@ class DeviceShare:
         need = self.needed()
         if need == self.held:
             return 0.0
-        waited = self.ledger.reserve(self.owner, need, self.capacity)
+        grant = self.ledger.reserve(self.owner, need, self.capacity)
+        waited = grant.waited_s
         self.held = need
         self.waited_s += waited
-        grant = self.ledger.grant or Grant("ledger")
         on_free = grant.by == "free"
         if waited > WAIT_NOTE_S or on_free:
             # with what the others held then (a ledger over its capacity shows) and how it was granted

@@ -45,7 +45,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 WAITING_ENV = "RESCORE_DEVICE_WAITING"  # a worker's path to its device's `waiting` file
@@ -192,11 +192,12 @@ def wait_limit(max_wait_s: float, nbytes: int, capacity: int) -> float:
 class Grant:
     """How a reservation was granted: `ledger` (its arithmetic), `free` (the device's measured free
     memory: `free_bytes` reported `age_s` before), `limit` (its wait limit ran out), `held` (no more
-    than it held)."""
+    than it held); after `waited_s`."""
 
     by: str
     free_bytes: int | None = None
     age_s: float | None = None
+    waited_s: float = 0.0
 
 
 def free_allows(state: dict, nbytes: int, capacity: int, now: float) -> Grant | None:
@@ -258,7 +259,6 @@ class Ledger:
         # so no verdict rests on an estimate, and one large or overestimated submission never holds
         # every other worker up.
         self.max_wait_s = float(os.environ.get(MAX_WAIT_ENV, MAX_WAIT_S)) if max_wait_s is None else max_wait_s
-        self.grant: Grant | None = None  # how the last reservation was granted, for its log line
 
     def _edit(self, change: Callable[[dict], object]) -> object:
         """Apply `change` to the ledger (live entries only) under its lock, write it back, return its result."""
@@ -295,10 +295,10 @@ class Ledger:
         self._edit(lambda state: state.update(free={"bytes": int(nbytes), "at": now}, lent=[
             [t, b] for t, b in state.get("lent", []) if t >= now - FRESH_S - LENT_S]))
 
-    def reserve(self, owner: str, nbytes: int, capacity: int) -> float:
+    def reserve(self, owner: str, nbytes: int, capacity: int) -> Grant:
         """Hold `nbytes` of the device for `owner` (a reservation it held before is replaced: it keeps
-        holding that while it waits for more); returns the seconds it waited, and says how it was
-        granted in `grant`. Where the reservations' arithmetic says wait, a fresh report of the
+        holding that while it waits for more); returns how it was granted and the seconds it waited.
+        Where the reservations' arithmetic says wait, a fresh report of the
         device's free memory that has room for the whole request grants it at once: the estimates
         are pessimistic (three times the reference's peak), and a ledger granted past its capacity
         by the wait limit would otherwise hold every request that grows for its whole limit (on an
@@ -306,17 +306,15 @@ class Ledger:
         began = time.monotonic()
         limit = wait_limit(self.max_wait_s, nbytes, capacity)
         me = dict(holder_id())
-        self.grant = None
 
-        def attempt(state: dict) -> bool:
+        def attempt(state: dict) -> Grant | None:
             entries = state["entries"]
             own = entries.get(owner)
             if own is None:
                 own = entries[owner] = dict(me, held=0, want=None, order=0)
             if nbytes <= own["held"]:
                 own.update(held=nbytes, want=None)
-                self.grant = Grant("held")
-                return True
+                return Grant("held")
             if own["want"] is None:
                 state["next"] += 1
                 own.update(want=nbytes, order=state["next"])
@@ -328,23 +326,20 @@ class Ledger:
             small = nbytes <= BACKFILL * capacity and others + nbytes <= capacity
             if small or others + extra + nbytes <= capacity or (not ahead and others == 0):
                 own.update(held=nbytes, want=None)
-                self.grant = Grant("ledger")
-                return True
+                return Grant("ledger")
             now = time.time()
             if grant := free_allows(state, nbytes, capacity, now):
                 own.update(held=nbytes, want=None)
                 state.setdefault("lent", []).append([now, nbytes])
-                self.grant = grant
-                return True
-            return False
+            return grant
 
-        while not self._edit(attempt):
+        while (grant := self._edit(attempt)) is None:
             if time.monotonic() - began >= limit:
                 self._edit(lambda state: state["entries"].get(owner, {}).update(held=nbytes, want=None))
-                self.grant = Grant("limit")
+                grant = Grant("limit")
                 break
             self.sleep(self.poll_s)
-        return time.monotonic() - began
+        return replace(grant, waited_s=time.monotonic() - began)
 
     def release(self, owner: str) -> None:
         self._edit(lambda state: state["entries"].pop(owner, None))
