@@ -115,3 +115,25 @@ def test_a_worker_started_ahead_is_the_one_the_first_request_runs_in():
         worker.stop()
     assert {r["outcome"] for r in rows} == {"pass"}
     assert spent.seconds["worker_start"] > 0
+
+
+def test_a_hangs_kill_is_its_own_phase_and_nothing_is_counted_twice():
+    """A hanging call: its limit is `timeout_wait`, the wait from SIGKILL to the worker's exit `kill`
+    (on a GPU, the driver tearing the context of a spinning kernel down), once each."""
+    from rescore.engine.phase_log import KILL, TIMEOUT_WAIT
+    from rescore.engine.sandbox import Worker, run_with_retry
+    from rescore.worker.protocol import Case, job_of
+
+    sub = toy_submission("problem_scale.py", "hang.py", dtypes=("float32",))
+    worker = Worker("cpu", 1 << 15)
+    try:
+        worker.load(job_of(sub), 60)
+        worker.phases = spent = PhaseLog()
+        began = time.monotonic()
+        row = run_with_retry(worker, Case("default", 1, "float32"), 2.0)
+        elapsed = time.monotonic() - began
+    finally:
+        worker.stop()
+    assert row["outcome"] == "timeout", row
+    assert spent.calls[KILL] == 1 and 0 <= spent.seconds[KILL] < 2
+    assert 2.0 <= spent.seconds[TIMEOUT_WAIT] + spent.seconds[KILL] <= elapsed + 1e-6

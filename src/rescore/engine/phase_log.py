@@ -14,6 +14,7 @@ BUILD = "build"  # the submission's CUDA C build, in its check shard before its 
 WORKER_START = "worker_start"  # a fresh worker's start (python, torch, the harness's imports and snapshots)
 RESTART = "restart"  # a worker started again after one died, and the submission loaded into it again
 TIMEOUT_WAIT = "timeout_wait"  # waiting on a request that never answered, until its worker was killed
+KILL = "kill"  # from a worker's SIGKILL to its exit (on a GPU: the driver tearing its context down)
 DIED = "died"  # a request whose worker died before answering
 MEMORY_WAIT = "memory_wait"  # waiting for the ledger to grant the device memory a request needs (`sharing.py`)
 DEVICE_WAIT = "device_wait"  # waiting for the device lock: a retry holding the device alone, or a retry's hand-back

@@ -200,6 +200,7 @@ class Worker:
         self.standbys_used = 0  # restarts that took over a standby
         self.spawned = 0  # processes started, standbys included (their log files' numbers)
         self.device_waited_s = 0.0  # waits for the device (memory, a retry alone), over the worker's life
+        self.killed_s = 0.0  # waits for killed processes to exit (`phase_log.KILL`), over the worker's life
         # A worker alone on its device (`rescore check`) starts its standby as early as a hang needs:
         # a fresh process's start and load (`ready_s`, measured at its first load) before the limit.
         self.eager_standby = False
@@ -317,7 +318,11 @@ class Worker:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait()
+            began = time.monotonic()
+            self.proc.wait()  # on a GPU, until the driver has torn down its context (a kernel that spins too)
+            waited = time.monotonic() - began
+            self.killed_s += waited
+            self._charge(phase_log.KILL, waited)
 
     def _note_peak(self) -> None:
         """The worker's peak resident memory (VmHWM), read while it still exists."""
@@ -426,6 +431,7 @@ class Worker:
         # for minutes, which a retry alone would wait for with every other shard stopped behind it.
         held = self.share.lock.shared() if wire[0] != Kind.LOAD else contextlib.nullcontext()
         locked = 0.0  # waiting for a retry that holds the device alone
+        killed = self.killed_s  # a kill inside the request is charged as `kill`, not twice
         try:
             with held:
                 locked = time.monotonic() - began
@@ -435,7 +441,7 @@ class Worker:
                     self.send_conn.send((token, wire))
                 packet = self._wait(token, clock)
         except WorkerDied:
-            self._charge(charge or (phase_log.TIMEOUT_WAIT), time.monotonic() - began)
+            self._charge(charge or phase_log.TIMEOUT_WAIT, time.monotonic() - began - (self.killed_s - killed))
             raise
         except (EOFError, OSError, BrokenPipeError) as exc:
             self._charge(charge or phase_log.DIED, time.monotonic() - began)
