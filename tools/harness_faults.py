@@ -79,7 +79,7 @@ def main() -> None:
     ended: Counter = Counter()  # (how, outcome) of each retry
     alone_s, alone_waits = [], []  # a retry alone's seconds, and those waiting for the running requests
     waits: list[float] = []
-    granted: Counter = Counter()  # how the waits over a second, and the grants on measured memory, were granted
+    granted: Counter = Counter()  # how each wait over a second ended (`HOW`)
     free_grants = 0  # reservations granted on the device's measured free memory (`Ledger.note_free`)
     over, told = 0, 0  # waits while the others held more than the capacity; waits whose line says
     ratios: list[float] = []  # traced / measured reference peak, per submission
