@@ -40,6 +40,21 @@ def test_an_infinite_loop_is_a_timeout_in_both_oracles_at_its_calls_limit(worker
     assert doc["fuzz"]["outcomes"] == {"timeout": 1, "skipped": 5} and doc["fuzz"]["stopped"] == rows[2]["reason"]
 
 
+def test_a_check_says_where_its_time_went():
+    """`rescore check --json` gives its seconds per phase: on a kernel that never returns, the two
+    calls' limits as `timeout_wait` and each killed worker's exit as `kill`, adding up to its time."""
+    from rescore.engine.check import check_pair
+
+    cfg = RunConfig(strategies={"default": 6}, dtypes=("float32",), timeout_s=60, call_floor_s=2,
+                    load_timeout_s=300)
+    doc, _ = check_pair(hack("infinite_loop"), cfg)
+    time_doc = doc["time"]
+    phases = time_doc["phases"]
+    assert doc["fuzz"]["outcomes"] == {"timeout": 1, "skipped": 5}
+    assert phases["timeout_wait"] >= 4.0 and "kill" in phases and phases["worker_start"] > 0
+    assert abs(sum(phases.values()) - time_doc["elapsed_s"]) < 0.01
+
+
 def test_a_reference_too_slow_for_the_machine_is_the_harnesss_limit_not_the_kernels(worker):
     """The problem's own Model takes a minute at its own sizes: the benchmark's check is `skipped`
     for this machine, not a `timeout` of the correct kernel, whose fuzz cases pass; the cases at the

@@ -7,9 +7,11 @@ only with `robustness_in_headline` (`--robustness-counts`)."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 
 from rescore.analysis import robustness
+from rescore.engine.phase_log import PhaseLog, case_seconds
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
 from rescore.model.evidence import classify
@@ -23,11 +25,23 @@ def check_pair(sub: Submission, cfg: RunConfig, log_dir: str | None = None, prog
     """Run a submission; returns the summary (the `--json` document) and every case row."""
     worker = Worker(cfg.device, cfg.budget, log_dir, explain=cfg.explain)
     worker.eager_standby = True  # alone on its device: a hang's restart is the developer's wait
+    worker.phases = spent = PhaseLog()
+    began = time.monotonic()
     try:
         rows = run_submission(sub, cfg, worker, progress=progress)
     finally:
         worker.stop()
-    return summarize(rows, robustness_in_headline), rows
+    doc = summarize(rows, robustness_in_headline)
+    doc["time"] = time_spent(spent, time.monotonic() - began, case_seconds(rows))
+    return doc, rows
+
+
+def time_spent(spent: PhaseLog, elapsed_s: float, case_s: float) -> dict:
+    """Where the check's time went (the `--json` document's `time`): its seconds, its cases' own, and
+    per phase as the pipeline's phase table counts them (`phase_log.py`); the process's own start
+    before it is not counted."""
+    phases = {r["phase"]: round(r["seconds"], 3) for r in spent.rows(elapsed_s, case_s)}
+    return {"elapsed_s": round(elapsed_s, 3), "case_s": round(case_s, 3), "phases": phases}
 
 
 def _failure(r: dict) -> dict:
