@@ -125,7 +125,7 @@ class DeviceShare:
         on_free = grant.by == "free"
         if waited > WAIT_NOTE_S or on_free:
             # with what the others held then (a ledger over its capacity shows) and how it was granted
-            held, holders, largest, waiting = self.ledger.others(self.owner)
+            held, holders, largest, waiting = grant.others
             others = (f"capacity {size_text(self.capacity)}; the others hold {size_text(held)} in {holders} "
                       f"reservations, the largest {size_text(largest)}; {waiting} waiting")
             how = (f"on the device's measured free memory ({size_text(grant.free_bytes)} free {grant.age_s:.1f} s "

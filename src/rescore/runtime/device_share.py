@@ -198,6 +198,15 @@ class Grant:
     free_bytes: int | None = None
     age_s: float | None = None
     waited_s: float = 0.0
+    others: tuple[int, int, int, int] = (0, 0, 0, 0)  # what the other holders held then (`held_by_others`)
+
+
+def held_by_others(entries: dict[str, dict], owner: str) -> tuple[int, int, int, int]:
+    """What the live holders other than `owner` hold: (bytes in all, how many hold some, the largest
+    reservation, how many wait for more), for the log line of a long wait."""
+    rest = [e for k, e in entries.items() if k != owner]
+    held = [int(e.get("held") or 0) for e in rest]
+    return sum(held), sum(h > 0 for h in held), max(held, default=0), sum(e.get("want") is not None for e in rest)
 
 
 def free_allows(state: dict, nbytes: int, capacity: int, now: float) -> Grant | None:
@@ -283,11 +292,8 @@ class Ledger:
         return dict(self._edit(lambda state: dict(state["entries"])))
 
     def others(self, owner: str) -> tuple[int, int, int, int]:
-        """What the other live holders hold now: (bytes in all, how many hold some, the largest
-        reservation, how many wait for more), for the log line of a long wait."""
-        rest = [e for k, e in self.entries().items() if k != owner]
-        held = [int(e.get("held") or 0) for e in rest]
-        return sum(held), sum(h > 0 for h in held), max(held, default=0), sum(e.get("want") is not None for e in rest)
+        """What the other live holders hold now (`held_by_others`)."""
+        return held_by_others(self.entries(), owner)
 
     def note_free(self, nbytes: int) -> None:
         """Record the device's free memory as a worker measured it just now (`free_allows` reads it)."""
@@ -307,14 +313,18 @@ class Ledger:
         limit = wait_limit(self.max_wait_s, nbytes, capacity)
         me = dict(holder_id())
 
+        def granted(state: dict, grant: Grant) -> Grant:
+            """The reservation held, with what the others held then (read here: no second edit to log it)."""
+            state["entries"][owner].update(held=nbytes, want=None)
+            return replace(grant, others=held_by_others(state["entries"], owner))
+
         def attempt(state: dict) -> Grant | None:
             entries = state["entries"]
             own = entries.get(owner)
             if own is None:
                 own = entries[owner] = dict(me, held=0, want=None, order=0)
             if nbytes <= own["held"]:
-                own.update(held=nbytes, want=None)
-                return Grant("held")
+                return granted(state, Grant("held"))
             if own["want"] is None:
                 state["next"] += 1
                 own.update(want=nbytes, order=state["next"])
@@ -325,18 +335,20 @@ class Ledger:
             extra = sum(max(0, e["want"] - e["held"]) for e in ahead)
             small = nbytes <= BACKFILL * capacity and others + nbytes <= capacity
             if small or others + extra + nbytes <= capacity or (not ahead and others == 0):
-                own.update(held=nbytes, want=None)
-                return Grant("ledger")
+                return granted(state, Grant("ledger"))
             now = time.time()
             if grant := free_allows(state, nbytes, capacity, now):
-                own.update(held=nbytes, want=None)
                 state.setdefault("lent", []).append([now, nbytes])
-            return grant
+                return granted(state, grant)
+            return None
+
+        def at_limit(state: dict) -> Grant:
+            state["entries"].setdefault(owner, dict(me, held=0, want=None, order=0))
+            return granted(state, Grant("limit"))
 
         while (grant := self._edit(attempt)) is None:
             if time.monotonic() - began >= limit:
-                self._edit(lambda state: state["entries"].get(owner, {}).update(held=nbytes, want=None))
-                grant = Grant("limit")
+                grant = self._edit(at_limit)
                 break
             self.sleep(self.poll_s)
         return replace(grant, waited_s=time.monotonic() - began)
