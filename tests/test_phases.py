@@ -137,3 +137,52 @@ def test_a_hangs_kill_is_its_own_phase_and_nothing_is_counted_twice():
     assert row["outcome"] == "timeout", row
     assert spent.calls[KILL] == 1 and 0 <= spent.seconds[KILL] < 2
     assert 2.0 <= spent.seconds[TIMEOUT_WAIT] + spent.seconds[KILL] <= elapsed + 1e-6
+
+
+def test_a_shards_cuda_builds_run_beside_its_other_submissions(tmp_path, monkeypatch):
+    """The shard's CUDA C builds start at once, its other submissions run while they build, and a
+    CUDA submission runs only once they are done, with its build's seconds its `build` phase."""
+    import threading
+    from dataclasses import replace
+
+    from rescore import stages
+    from rescore.engine import cuda_build
+    from rescore.model.tables import read_parquet, write_parquet
+
+    plain = toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",))
+    cuda = replace(toy_submission("problem_scale.py", "scale_tail_bug.py", dtypes=("float32",)), language="cuda")
+    manifest = tmp_path / "ingest" / "toy" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps([submission_to_dict(s) for s in (cuda, plain)]))  # the CUDA one planned first
+    plain_ran, events = threading.Event(), []
+
+    def build(manifests, device, out, **kw):  # a build that is still running when the plain one has run
+        assert plain_ran.wait(60), "the plain submission did not run while the build ran"
+        table = cuda_build._frame([cuda_build._row(cuda, {"status": "no_build", "ok": True, "seconds": 7.5})])
+        write_parquet(table, out)
+        events.append("build done")
+        return table
+
+    real = stages.run_submission
+
+    def run(sub, *args, **kw):
+        events.append(f"run {sub.name}")
+        try:
+            return real(sub, *args, **kw)
+        finally:
+            if sub.name == plain.name:
+                plain_ran.set()
+
+    monkeypatch.setattr(stages, "write_builds", build)
+    monkeypatch.setattr(stages, "run_submission", run)
+    config = {"device": "cpu", "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"},
+              "fuzz": {"dtypes": ["float32"], "strategies": {"default": 2}}, "budget": {"cpu": 4096},
+              "timeout_s": 60}
+    out = {k: str(tmp_path / f"{k}.parquet") for k in ("cases", "shrunk", "phases", "builds")}
+    stages.run_shard(str(manifest), 0, 1, config, out["cases"], out["shrunk"], str(tmp_path / "logs"),
+                     out_phases=out["phases"], out_builds=out["builds"])
+    assert events == [f"run {plain.name}", "build done", f"run {cuda.name}"]
+    phases = read_parquet(out["phases"], "phases")
+    build = phases[phases["phase"] == "build"].groupby("name")["seconds"].sum().to_dict()
+    assert build.get(cuda.name) == 7.5 and not build.get(plain.name)
+    assert pd.read_parquet(out["builds"])["name"].tolist() == [cuda.name]

@@ -8,6 +8,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -98,8 +99,8 @@ def run_shard(
     With `progress_dir`, keep the shard's progress file there (`rescore.engine.progress`); nothing is printed.
     With `gpus` > 1 the shard's worker runs on its own GPU (`rescore.engine.gpus`). With `out_phases`,
     write where each submission's time went there (`engine/phase_log.py`). With `out_builds`, build the
-    shard's CUDA C submissions first (on a GPU; `engine/cuda_build.py`) and write their builds there:
-    a shard waits for its own builds only."""
+    shard's CUDA C submissions (on a GPU; `engine/cuda_build.py`) and write their builds there: a shard
+    waits for its own builds only, and runs its other submissions while they build (`building_first`)."""
     began = time.monotonic()
     cfg = run_config(config)
     require_device(cfg.device)  # a device that cannot run here stops the stage with one line, not per-case crashes
@@ -108,6 +109,8 @@ def run_shard(
     runnable = shards_.runnable(subs)  # those recorded as unreadable at ingest have nothing to run
     planned = {s.submission_id: len(plan_cases(s, cfg)) for s in runnable}
     mine = [s for s in runnable if assignment[s.submission_id] == shard]
+    cuda = {s.submission_id for s in mine if s.language == "cuda"} if out_builds else set()
+    mine = building_first(mine, cuda)
     total = sum(planned[s.submission_id] for s in mine)
     slot = shard_slot(shard, gpus)
     gpu = worker_gpu(slot)
@@ -127,19 +130,26 @@ def run_shard(
         progress = ShardProgress(progress_dir, dump, shard,
                                  [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
     worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu, explain=cfg.explain)
-    built = {}
+    built: dict[str, float] = {}
     rows: list[dict] = []
     shrunk: list[dict] = []
     phases: list[dict] = []
+    builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda-builds")
+    building = None
     try:
         if out_builds:
             worker.prestart()  # its start runs beside the builds
             # Every source of the shard at once: a build is two compiles and a link whatever MAX_JOBS
             # says, so one after another left cores idle while the shard's first case waited for them all.
-            builds = write_builds([manifest], cfg.device, out_builds, jobs=None, timeout_s=BUILD_TIMEOUT_S,
-                                  gpus=1, only={s.submission_id for s in mine})
-            built = dict(zip(builds["submission_id"], builds["seconds"]))
+            building = builder.submit(write_builds, [manifest], cfg.device, out_builds, jobs=None,
+                                      timeout_s=BUILD_TIMEOUT_S, gpus=1, only={s.submission_id for s in mine})
         for sub in mine:
+            if sub.submission_id in cuda and building is not None and not built:
+                waiting = time.monotonic()
+                builds = building.result()
+                built = dict(zip(builds["submission_id"], builds["seconds"])) or {"": 0.0}
+                log.info("shard %d: its %d CUDA C builds done, %.1f s after its other submissions", shard,
+                         len(builds), time.monotonic() - waiting)
             start = time.monotonic() - built.get(sub.submission_id, 0.0)  # its build is its time too
             worker.phases = spent = PhaseLog()
             spent.add(phase_log.BUILD, built.get(sub.submission_id, 0.0))
@@ -162,8 +172,11 @@ def run_shard(
                      elapsed, own)
             if progress:
                 progress.submission_done(sub.name)
+        if building is not None:
+            building.result()  # its table is written, or its error raised, before the shard's
     finally:
         worker.stop()
+        builder.shutdown(wait=True)
     if progress:
         progress.close()
     log.info("shard %d: done in %.1f s%s", shard, time.monotonic() - began,
@@ -172,6 +185,13 @@ def run_shard(
     write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
     if out_phases:
         write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
+
+
+def building_first(subs: list, cuda: set[str]) -> list:
+    """The shard's submissions in the order it runs them: those that need no CUDA build first (in the
+    plan's order), then the CUDA C ones, so that the builds (30-50 s of nvcc each on a GPU machine)
+    run beside the first rather than ahead of everything."""
+    return [s for s in subs if s.submission_id not in cuda] + [s for s in subs if s.submission_id in cuda]
 
 
 def degenerate_shard(manifest: str, shard: int, shards: int, config: dict, out: str, log_dir: str,
