@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CORES ?= 8
+TEST_JOBS ?= 2  # pytest-xdist processes: the tests spawn workers and Snakemake runs of their own
 
 .PHONY: all test venv lint clean bench
 
@@ -14,7 +15,7 @@ all: $(BIN)/rescore
 test: $(BIN)/rescore
 	$(BIN)/ruff check src tests workflow/scripts bench tools scripts
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
 venv: $(BIN)/rescore
 

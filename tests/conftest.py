@@ -42,6 +42,19 @@ def _slurm_clients_fail_fast() -> None:
 _slurm_clients_fail_fast()
 
 
+def _own_device_share() -> None:
+    """The tests' device locks and ledgers in a folder of this test process's own: `make test` runs
+    the tests in two processes (pytest-xdist), and one's retry with the device to itself must not
+    stop the other's requests, nor its ledger count the other's reservations."""
+    if "RESCORE_DEVICE_SHARE" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="rescore-tests-share-")
+        atexit.register(shutil.rmtree, folder, True)
+        os.environ["RESCORE_DEVICE_SHARE"] = folder
+
+
+_own_device_share()
+
+
 @pytest.fixture
 def toy() -> Path:
     return TOY

@@ -202,3 +202,12 @@ def test_symlink_loops_and_unreadable_paths_are_named(tmp_path):
         locked = tmp_path / "locked"
         locked.mkdir(mode=0)
         assert "cannot be read" in unreadable(locked)
+
+
+def test_a_long_reason_keeps_its_start_and_the_error_at_its_end():
+    from rescore.worker.executor import ends
+
+    text = "problem /a/very/long/path" + "/deeper" * 80 + ".py could not be loaded: SyntaxError: line 3"
+    clipped = ends(text, 200)
+    assert len(clipped) <= 200 and clipped.startswith("problem /a/very") and clipped.endswith("SyntaxError: line 3")
+    assert ends("short", 200) == "short"

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from rescore.model.paths import GENERATED_DIR
-from rescore.model.records import Problem, Submission, content_hash
+from rescore.model.records import INGEST_ERROR, Problem, Submission, content_hash
 
 log = logging.getLogger("rescore.ingest")
 
@@ -79,7 +79,7 @@ def broken(
     """An ingest-error row: `where` is the file at fault, `error` what is wrong with it."""
     message = f"{where}: {error}" if where else error
     log.warning("dump %s: %s (%s)", dump, message, name)
-    problem_source = f"raise RuntimeError({('rescore ingest error: ' + message)!r})\n"
+    problem_source = f"raise RuntimeError({(INGEST_ERROR + message)!r})\n"
     problem = Problem(problem_id=problem_id, source=problem_source, path=problem_path or where, op="")
     return BrokenSubmission(
         name=name,

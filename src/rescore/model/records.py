@@ -121,6 +121,8 @@ def _is_int_expr(node: ast.AST) -> bool:
     return False
 
 
+INGEST_ERROR = "rescore ingest error: "  # how a broken submission's stand-in problem raises (`ingest.common.broken`)
+
 # A line a generated submission carries when its dump says the kernel runs only with CUDA (a gpuemu
 # entry's `requires_gpu`). Kept in the source, so `rescore check` and `rescore replay` on the
 # generated files skip it on a CPU machine as the pipeline does.

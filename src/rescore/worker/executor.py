@@ -14,6 +14,7 @@ import platform
 import torch
 
 from rescore.model.outcomes import Outcome
+from rescore.model.records import INGEST_ERROR
 from rescore.oracle.reference import Reference
 from rescore.runtime import interpreter
 from rescore.worker import case, confine, explain, fixed, loading, stateful, timing
@@ -40,6 +41,15 @@ def versions(device: str) -> str:
         info["triton"] = None
     info["device"] = torch.cuda.get_device_name(0) if device == "cuda" else "cpu (TRITON_INTERPRET=1)"
     return json.dumps(info, sort_keys=True)
+
+
+def ends(text: str, limit: int) -> str:
+    """`text` within `limit` characters, its start and its end kept (a long path first must not cut off
+    the error it names)."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
 
 
 class Executor:
@@ -100,9 +110,10 @@ class Executor:
             self.loaded.problem, self.loaded.schema = loading.load_problem(problem)
         except BaseException as exc:  # noqa: BLE001 - a broken problem is recorded, not raised
             self.loaded.problem = None
-            self.loaded.load_error = Verdict(
-                Outcome.SKIPPED, f"problem {problem['path']} could not be loaded: {type(exc).__name__}: {exc}"[:500]
-            )
+            # a submission the ingest could not read: the ingest's own words, which name the file
+            why = str(exc) if str(exc).startswith(INGEST_ERROR) else (
+                f"problem {problem['path']} could not be loaded: {type(exc).__name__}: {exc}")
+            self.loaded.load_error = Verdict(Outcome.SKIPPED, ends(why, 500))
             return {}
         sub = job["submission"]
         if self.loaded.nulls:  # no candidate to load: the fixed check derives the nulls from the reference
