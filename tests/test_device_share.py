@@ -176,43 +176,52 @@ def test_a_long_wait_is_logged_with_what_the_others_held(tmp_path, monkeypatch, 
 
 
 def test_a_fresh_report_of_free_memory_grants_what_the_reservations_would_hold(tmp_path):
-    """On a ledger granted past its capacity, a request that the device's measured free memory has
-    room for (beside FREE_MARGIN of the capacity) goes ahead at once; the next one counts what was so
-    granted against the same report and waits its limit."""
-    Ledger(tmp_path, "gpu-0", poll_s=0.01).reserve("forced", 110, 100)
+    """On a ledger granted past its capacity, a small request (at most BACKFILL of the capacity) that
+    the device's measured free memory has room for (beside FREE_MARGIN of the capacity) goes ahead at
+    once; the next one counts what was so granted against the same report and waits its limit, and a
+    larger one waits its limit whatever the report says."""
+    Ledger(tmp_path, "gpu-0", poll_s=0.01).reserve("forced", 1760, 1600)
     ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.5)
-    unreported = ledger.reserve("unreported", 30, 100)
-    assert unreported.waited_s >= 0.5 and unreported.by == "limit"
-    ledger.note_free(60)
-    b = ledger.reserve("b", 30, 100)
-    assert b.waited_s < 0.2 and (b.by, b.free_bytes) == ("free", 60)
-    c = ledger.reserve("c", 30, 100)
-    assert c.waited_s >= 0.5 and c.by == "limit"  # 60 - 30 - 6.25 < 30
-    assert {k: e["held"] for k, e in ledger.entries().items()} == {"forced": 110, "unreported": 30, "b": 30, "c": 30}
+    unreported = ledger.reserve("unreported", 100, 1600)
+    assert unreported.waited_s >= 0.05 and unreported.by == "limit"
+    ledger.note_free(290)
+    b = ledger.reserve("b", 100, 1600)
+    assert b.waited_s < 0.2 and (b.by, b.free_bytes) == ("free", 290)
+    c = ledger.reserve("c", 100, 1600)
+    assert c.by == "limit"  # 290 - 100 - 100 < 100
+    ledger.note_free(1500)
+    d = ledger.reserve("d", 101, 1600)
+    assert d.by == "limit"  # more than BACKFILL: the report is a moment, and the running requests grow
+    assert {k: e["held"] for k, e in ledger.entries().items()} == {"forced": 1760, "unreported": 100, "b": 100,
+                                                                  "c": 100, "d": 101}
 
 
-def test_only_a_fresh_report_with_room_beside_the_margin_grants():
-    from rescore.runtime.device_share import FREE_MARGIN, FRESH_S, LENT_S, free_allows
+def test_only_a_fresh_report_with_room_beside_the_margin_grants_a_small_request():
+    from rescore.runtime.device_share import BACKFILL, FREE_MARGIN, FRESH_S, LENT_S, free_allows
 
-    state = {"free": {"bytes": 1000, "at": 100.0}, "lent": [[90.0, 400], [100.5, 100]]}
-    room = 1000 - 100 - FREE_MARGIN * 1000  # the grant of 90.0 is older than LENT_S before the report
-    assert free_allows(state, int(room), 1000, 100.0 + FRESH_S).by == "free"
-    assert free_allows(state, int(room) + 1, 1000, 100.0) is None
-    assert free_allows(state, 10, 1000, 100.0 + FRESH_S + 0.01) is None  # stale
-    assert free_allows({}, 10, 1000, 100.0) is None
-    assert free_allows(dict(state, lent=[[100.0 - LENT_S, 400]]), int(room), 1000, 100.0) is None
+    capacity = 16000  # BACKFILL and FREE_MARGIN: 1000 each
+    state = {"free": {"bytes": 2050, "at": 100.0}, "lent": [[90.0, 400], [100.5, 100]]}
+    room = 2050 - 100 - FREE_MARGIN * capacity  # the grant of 90.0 is older than LENT_S before the report
+    assert free_allows(state, int(room), capacity, 100.0 + FRESH_S).by == "free"
+    assert free_allows(state, int(room) + 1, capacity, 100.0) is None
+    assert free_allows(state, 10, capacity, 100.0 + FRESH_S + 0.01) is None  # stale
+    assert free_allows({}, 10, capacity, 100.0) is None
+    assert free_allows(dict(state, lent=[[100.0 - LENT_S, 400]]), int(room), capacity, 100.0) is None
+    plenty = {"free": {"bytes": capacity, "at": 100.0}}
+    assert free_allows(plenty, int(BACKFILL * capacity), capacity, 100.0).by == "free"
+    assert free_allows(plenty, int(BACKFILL * capacity) + 1, capacity, 100.0) is None  # not a small request
 
 
 def test_a_workers_report_of_free_memory_reaches_the_ledger_and_grants_with_a_log_line(tmp_path, caplog):
     """The parent writes the free memory a worker's answer reports into the ledger (at most every
     NOTE_FREE_S); a reservation granted on it says so in the shard's log."""
-    Ledger(tmp_path, "host", poll_s=0.01).reserve("forced", 9 << 30, 8 << 30)  # the ledger over its capacity
-    share = DeviceShare("cpu", capacity=8 << 30, folder=tmp_path)
+    Ledger(tmp_path, "host", poll_s=0.01).reserve("forced", 17 << 30, 16 << 30)  # the ledger over its capacity
+    share = DeviceShare("cpu", capacity=16 << 30, folder=tmp_path)
     share.ledger.poll_s, share.ledger.max_wait_s = 0.01, 2.0
     share.observe({"free": 4 << 30})
     share.observe({"free": 1 << 20})  # within NOTE_FREE_S of the first: not written
     assert share.ledger._edit(lambda state: state["free"]["bytes"]) == 4 << 30
-    share.reference_bytes = 64 << 20  # it needs the context and 3 x 64 MiB: 960 MiB
+    share.reference_bytes = 64 << 20  # it needs the context and 3 x 64 MiB: 960 MiB, under 1/16 of 16 GiB
     with caplog.at_level(logging.INFO, logger="rescore"):
         assert share.reserve() < 0.5
     share.close()
