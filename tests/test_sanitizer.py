@@ -251,7 +251,7 @@ def test_runs_the_stages_budget_leaves_no_time_for_are_not_run_with_the_reason(t
     monkeypatch.setattr(sanitizer, "sanitize_case", one_run)
     monkeypatch.setattr(sanitizer, "availability", lambda cfg: ("/bin/compute-sanitizer", "stand-in"))
     monkeypatch.setattr(sanitizer, "sanitizer_version", lambda exe: "stand-in")
-    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], "budget_s": 1.0}}
+    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], "budget_s": 1.0, "jobs": 1}}
     with caplog.at_level("INFO", logger="rescore"):
         df = sanitizer.run_sanitizer(*_stage_inputs(tmp_path, subs), config, str(tmp_path / "s.parquet"),
                                      str(tmp_path / "logs"))
@@ -262,6 +262,37 @@ def test_runs_the_stages_budget_leaves_no_time_for_are_not_run_with_the_reason(t
     assert set(df[df["status"] == "not_run"]["reason"]) == {
         "the sanitizer stage's budget (sanitizer.budget_s: 1 s) was spent after 2 of 6 runs"}
     assert "the other 4 are not_run" in caplog.text
+
+
+def test_jobs_runs_at_a_time_in_their_order_within_the_budget(tmp_path, monkeypatch):
+    """Two at a time: the first two start together, the next two when those end (with what is left of
+    the budget), the last two never (`not_run`); the rows keep the runs' order."""
+    import threading
+    import time
+
+    subs = [toy_submission("problem_scale.py", name, dtypes=("float32",))
+            for name in ("scale_unmasked.py", "scale_tail_bug.py", "rowsum_triton.py")]
+    began: dict[tuple[str, str], float] = {}
+    lock = threading.Lock()
+
+    def one_run(sub, case, tool, cfg, log_dir, version=None, limit_s=None):
+        with lock:
+            began[(sub.name, tool)] = time.monotonic()
+        time.sleep(0.7)
+        return [dict(sanitizer._base(sub, case), tool=tool, status="clean", reason=f"{tool}: ERROR SUMMARY: 0 errors")]
+
+    monkeypatch.setattr(sanitizer, "sanitize_case", one_run)
+    monkeypatch.setattr(sanitizer, "availability", lambda cfg: ("/bin/compute-sanitizer", "stand-in"))
+    monkeypatch.setattr(sanitizer, "sanitizer_version", lambda exe: "stand-in")
+    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], "budget_s": 1.2, "jobs": 2}}
+    df = sanitizer.run_sanitizer(*_stage_inputs(tmp_path, subs), config, str(tmp_path / "s.parquet"),
+                                 str(tmp_path / "logs"))
+    assert list(df["status"]) == ["clean"] * 4 + ["not_run"] * 2
+    assert list(df["tool"]) == ["memcheck"] * 3 + ["racecheck"] * 3
+    assert set(df.loc[df["status"] == "not_run", "reason"]) == {
+        "the sanitizer stage's budget (sanitizer.budget_s: 1.2 s) was spent after 4 of 6 runs"}
+    starts = sorted(began.values())
+    assert len(starts) == 4 and starts[1] - starts[0] < 0.5 and starts[2] - starts[0] >= 0.6  # two, then two
 
 
 def test_without_a_gpu_every_selected_submission_is_recorded_not_run_and_the_log_says_so(tmp_path, caplog):

@@ -33,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -60,6 +61,7 @@ DEFAULTS = {
     "passing": False,
     "executable": "compute-sanitizer",
     "print_limit": 100,  # error reports printed per run (a warp's reads come before its writes); the summary counts all
+    "jobs": 4,  # runs at a time: a run is mostly its worker's start and load under the sanitizer, on the host
 }
 # Tools whose view of memory is the allocation: with the caching allocator on, they see its blocks.
 NO_CACHING_TOOLS = ("memcheck", "initcheck")
@@ -77,6 +79,7 @@ def settings(config: dict) -> dict:
     own = dict(config.get("sanitizer") or {})
     cfg = {k: own.get(k, v) for k, v in DEFAULTS.items()}
     cfg["tools"] = list(cfg["tools"])
+    cfg["jobs"] = max(1, int(cfg["jobs"]))
     for key in ("timeout_s", "budget_s", "exit_wait_s"):
         cfg[key] = float(cfg[key])
     cfg["device"] = config.get("device", "auto")
@@ -244,8 +247,8 @@ def not_run_rows(subs: dict[str, Submission], runs: list[tuple[str, dict]], reas
 def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], config: dict, out: str,
                   log_dir: str) -> pd.DataFrame:
     """The sanitizer table of the run: the selected cases under each tool (in the order of `tools`,
-    each over the selected cases, flagged ones first) until the stage's budget is spent, or `not_run`
-    rows saying why."""
+    each over the selected cases, flagged ones first), `jobs` runs at a time, until the stage's budget
+    is spent, or `not_run` rows saying why."""
 
     cfg = settings(config)
     subs = {s.submission_id: s for s in read_manifests(manifests)}
@@ -255,9 +258,9 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
         selected = selected[selected["submission_id"].isin(subs)]
     runs = [(tool, case) for tool in cfg["tools"] for case in selected.to_dict("records")]
     executable, why = availability(cfg)
-    log.info("sanitizer: %d CUDA/Triton submissions selected (%s), tools %s: %d runs, %.0f s limit per run, "
-             "%s for the stage", len(selected), dict(selected["why"].value_counts()) if len(selected) else {},
-             ", ".join(cfg["tools"]), len(runs), cfg["timeout_s"],
+    log.info("sanitizer: %d CUDA/Triton submissions selected (%s), tools %s: %d runs, %d at a time, %.0f s limit "
+             "per run, %s for the stage", len(selected), dict(selected["why"].value_counts()) if len(selected) else {},
+             ", ".join(cfg["tools"]), len(runs), cfg["jobs"], cfg["timeout_s"],
              f"{cfg['budget_s']:.0f} s" if cfg["budget_s"] > 0 else "no budget")
     if executable is None:
         log.warning("NO SANITIZER: %s. Every one of the %d selected submissions gets a `not_run` row per tool; "
@@ -267,22 +270,7 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
     else:
         version = sanitizer_version(executable)
         log.info("sanitizer: %s (%s) on %s", executable, version, why)
-        rows = []
-        deadline = time.monotonic() + cfg["budget_s"] if cfg["budget_s"] > 0 else None
-        for i, (tool, case) in enumerate(runs):
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                reason = (f"the sanitizer stage's budget (sanitizer.budget_s: {cfg['budget_s']:g} s) was spent "
-                          f"after {i} of {len(runs)} runs")
-                log.warning("sanitizer: %s; the other %d are not_run", reason, len(runs) - i)
-                rows += not_run_rows(subs, runs[i:], reason)
-                break
-            sub = subs[case["submission_id"]]
-            got = sanitize_case(sub, case, tool, cfg, Path(log_dir), version=version, limit_s=left)
-            rows += got
-            log.info("sanitizer %d/%d %s %s: %s", i + 1, len(runs), sub.name, tool,
-                     "; ".join(f"{r['status']} {r.get('diagnosis') or ''} {r.get('kernel') or ''}".strip()
-                               for r in got))
+        rows = _run_all(runs, subs, cfg, Path(log_dir), version)
     df = pd.DataFrame(rows, columns=COLUMNS)
     write_parquet(df, out)
     counts = df["status"].value_counts().to_dict() if len(df) else {}
@@ -290,6 +278,34 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
         log.warning("NO SANITIZER: all %d rows are not_run (%s)", len(df), df["reason"].iloc[0])
     log.info("sanitizer: %d rows, by status %s", len(df), counts)
     return df
+
+
+def _run_all(runs: list[tuple[str, dict]], subs: dict[str, Submission], cfg: dict, log_dir: Path,
+             version: str) -> list[dict]:
+    """Every run, `jobs` at a time in their order; a run starts only while the stage's budget lasts,
+    with what is left of it as its limit. The rows keep the runs' order; those never started are
+    `not_run`, saying after how many runs the budget was spent."""
+    deadline = time.monotonic() + cfg["budget_s"] if cfg["budget_s"] > 0 else None
+
+    def one(i: int, tool: str, case: dict) -> list[dict] | None:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return None
+        sub = subs[case["submission_id"]]
+        got = sanitize_case(sub, case, tool, cfg, log_dir, version=version, limit_s=left)
+        log.info("sanitizer %d/%d %s %s: %s", i + 1, len(runs), sub.name, tool,
+                 "; ".join(f"{r['status']} {r.get('diagnosis') or ''} {r.get('kernel') or ''}".strip() for r in got))
+        return got
+
+    with ThreadPoolExecutor(max_workers=cfg["jobs"], thread_name_prefix="sanitizer") as pool:
+        done = list(pool.map(one, range(len(runs)), *zip(*runs))) if runs else []
+    started = sum(got is not None for got in done)
+    reason = (f"the sanitizer stage's budget (sanitizer.budget_s: {cfg['budget_s']:g} s) was spent "
+              f"after {started} of {len(runs)} runs")
+    if started < len(runs):
+        log.warning("sanitizer: %s; the other %d are not_run", reason, len(runs) - started)
+    return [row for run, got in zip(runs, done) for row in (got if got is not None else
+                                                            not_run_rows(subs, [run], reason))]
 
 
 def sanitizer_markdown(table: pd.DataFrame) -> str:
