@@ -135,7 +135,7 @@ def run_shard(
     shrunk: list[dict] = []
     phases: list[dict] = []
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cuda-builds")
-    building = None
+    building = None  # the shard's builds, running beside its other submissions until a CUDA one needs them
     try:
         if out_builds:
             worker.prestart()  # its start runs beside the builds
@@ -144,10 +144,10 @@ def run_shard(
             building = builder.submit(write_builds, [manifest], cfg.device, out_builds, jobs=None,
                                       timeout_s=BUILD_TIMEOUT_S, gpus=1, only={s.submission_id for s in mine})
         for sub in mine:
-            if sub.submission_id in cuda and building is not None and not built:
+            if sub.submission_id in cuda and building is not None:
                 waiting = time.monotonic()
-                builds = building.result()
-                built = dict(zip(builds["submission_id"], builds["seconds"])) or {"": 0.0}
+                builds, building = building.result(), None
+                built = dict(zip(builds["submission_id"], builds["seconds"]))
                 log.info("shard %d: its %d CUDA C builds done, %.1f s after its other submissions", shard,
                          len(builds), time.monotonic() - waiting)
             start = time.monotonic() - built.get(sub.submission_id, 0.0)  # its build is its time too
@@ -172,7 +172,7 @@ def run_shard(
                      elapsed, own)
             if progress:
                 progress.submission_done(sub.name)
-        if building is not None:
+        if building is not None:  # no CUDA submission waited for them
             building.result()  # its table is written, or its error raised, before the shard's
     finally:
         worker.stop()
