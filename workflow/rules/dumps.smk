@@ -1,7 +1,8 @@
 # Benchmark dumps: the CUDA builds of each dump, and the tables that re-score each dump.
-# Each check shard builds its own CUDA submissions first (check.smk): a shard starts as soon as the
-# dump is read, and waits for no other shard's builds (one prebuild of every dump's 69 builds kept an
-# H100 idle for 5.5 min). CUDA_BUILDS gathers one dump's builds, for the stages that load them.
+# Each check shard builds its own CUDA submissions while it runs its others (check.smk,
+# `stages.run_shard`): a shard starts as soon as the dump is read, and waits for no other shard's
+# builds (one prebuild of every dump's 69 builds kept an H100 idle for 5.5 min). CUDA_BUILDS gathers
+# one dump's builds, for the stages that load them.
 
 from rescore.engine.gpus import shard_slot, slot_resources
 
