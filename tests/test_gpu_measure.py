@@ -131,3 +131,18 @@ def test_a_dry_run_goes_through_every_step_and_packs_them(tmp_path):
     assert "sanitizer" in text and "This was a dry-run" in text
     with tarfile.open(tmp_path / "out" / "fixtures.tgz") as tar:
         assert "needs a CUDA device" in tar.extractfile("fixtures/wild_exploits.err").read().decode()
+
+
+def test_submissions_by_minute_from_the_shards_logs_and_the_steps_start(tmp_path):
+    """tools/by_minute.py: each `NAME: N cases` line against `ext start` in driver.log, past midnight too."""
+    (tmp_path / "driver.log").write_text("23:50:00 loop start\n23:55:00 ext start\n")
+    logs = tmp_path / "ext" / "results" / "logs" / "check"
+    for dump, lines in (("a", ["23:59:00 INFO k1: 12 cases, 0 flagged", "00:06:00 INFO k2: 3 cases, 1 flagged"]),
+                        ("b", ["00:04:59 INFO shard 0 of 2: 1 submissions", "00:05:00 INFO level1/task3: 9 cases"])):
+        (logs / dump).mkdir(parents=True)
+        (logs / dump / "shard-0.log").write_text("".join(f"2026-12-06 {line.replace(' INFO', ',123 INFO')}\n"
+                                                         for line in lines))
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "by_minute.py"), str(tmp_path), "--marks", "4", "10"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["by minute 4: 1", "by minute 10: 2", "in all: 3, the last at minute 11.0"]
