@@ -236,26 +236,36 @@ def _stage_inputs(tmp_path: Path, subs: list) -> tuple[str, str, list[str]]:
     return str(tmp_path / "cases.parquet"), str(tmp_path / "submissions.parquet"), [str(manifest)]
 
 
-def test_runs_the_stages_budget_leaves_no_time_for_are_not_run_with_the_reason(tmp_path, monkeypatch, caplog):
+def _timed_stage(tmp_path: Path, monkeypatch, run_s: float, **settings) -> tuple[pd.DataFrame, list[tuple]]:
+    """The stage over three submissions and two tools, each run a stand-in taking `run_s`: its table,
+    and (submission, tool, limit_s, start time) of each run started."""
+    import threading
+    import time
+
     subs = [toy_submission("problem_scale.py", name, dtypes=("float32",))
             for name in ("scale_unmasked.py", "scale_tail_bug.py", "rowsum_triton.py")]
-    made = []
+    made: list[tuple] = []
+    lock = threading.Lock()
 
     def one_run(sub, case, tool, cfg, log_dir, version=None, limit_s=None):
-        made.append((sub.name, tool, limit_s))
-        import time
-
-        time.sleep(0.6)
+        with lock:
+            made.append((sub.name, tool, limit_s, time.monotonic()))
+        time.sleep(run_s)
         return [dict(sanitizer._base(sub, case), tool=tool, status="clean", reason=f"{tool}: ERROR SUMMARY: 0 errors")]
 
     monkeypatch.setattr(sanitizer, "sanitize_case", one_run)
     monkeypatch.setattr(sanitizer, "availability", lambda cfg: ("/bin/compute-sanitizer", "stand-in"))
     monkeypatch.setattr(sanitizer, "sanitizer_version", lambda exe: "stand-in")
-    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], "budget_s": 1.0, "jobs": 1}}
+    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], **settings}}
+    df = sanitizer.run_sanitizer(*_stage_inputs(tmp_path, subs), config, str(tmp_path / "s.parquet"),
+                                 str(tmp_path / "logs"))
+    return df, made
+
+
+def test_runs_the_stages_budget_leaves_no_time_for_are_not_run_with_the_reason(tmp_path, monkeypatch, caplog):
     with caplog.at_level("INFO", logger="rescore"):
-        df = sanitizer.run_sanitizer(*_stage_inputs(tmp_path, subs), config, str(tmp_path / "s.parquet"),
-                                     str(tmp_path / "logs"))
-    assert [t for _, t, _ in made] == ["memcheck", "memcheck"]  # memcheck over the cases first
+        df, made = _timed_stage(tmp_path, monkeypatch, 0.6, budget_s=1.0, jobs=1)
+    assert [m[1] for m in made] == ["memcheck", "memcheck"]  # memcheck over the cases first
     assert made[0][2] <= 1.0 and made[1][2] < made[0][2]  # each run gets what is left of the budget
     assert list(df["status"]) == ["clean", "clean", "not_run", "not_run", "not_run", "not_run"]
     assert list(df["tool"]) == ["memcheck"] * 3 + ["racecheck"] * 3
@@ -267,31 +277,12 @@ def test_runs_the_stages_budget_leaves_no_time_for_are_not_run_with_the_reason(t
 def test_jobs_runs_at_a_time_in_their_order_within_the_budget(tmp_path, monkeypatch):
     """Two at a time: the first two start together, the next two when those end (with what is left of
     the budget), the last two never (`not_run`); the rows keep the runs' order."""
-    import threading
-    import time
-
-    subs = [toy_submission("problem_scale.py", name, dtypes=("float32",))
-            for name in ("scale_unmasked.py", "scale_tail_bug.py", "rowsum_triton.py")]
-    began: dict[tuple[str, str], float] = {}
-    lock = threading.Lock()
-
-    def one_run(sub, case, tool, cfg, log_dir, version=None, limit_s=None):
-        with lock:
-            began[(sub.name, tool)] = time.monotonic()
-        time.sleep(0.7)
-        return [dict(sanitizer._base(sub, case), tool=tool, status="clean", reason=f"{tool}: ERROR SUMMARY: 0 errors")]
-
-    monkeypatch.setattr(sanitizer, "sanitize_case", one_run)
-    monkeypatch.setattr(sanitizer, "availability", lambda cfg: ("/bin/compute-sanitizer", "stand-in"))
-    monkeypatch.setattr(sanitizer, "sanitizer_version", lambda exe: "stand-in")
-    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], "budget_s": 1.2, "jobs": 2}}
-    df = sanitizer.run_sanitizer(*_stage_inputs(tmp_path, subs), config, str(tmp_path / "s.parquet"),
-                                 str(tmp_path / "logs"))
+    df, made = _timed_stage(tmp_path, monkeypatch, 0.7, budget_s=1.2, jobs=2)
     assert list(df["status"]) == ["clean"] * 4 + ["not_run"] * 2
     assert list(df["tool"]) == ["memcheck"] * 3 + ["racecheck"] * 3
     assert set(df.loc[df["status"] == "not_run", "reason"]) == {
         "the sanitizer stage's budget (sanitizer.budget_s: 1.2 s) was spent after 4 of 6 runs"}
-    starts = sorted(began.values())
+    starts = sorted(m[3] for m in made)
     assert len(starts) == 4 and starts[1] - starts[0] < 0.5 and starts[2] - starts[0] >= 0.6  # two, then two
 
 
