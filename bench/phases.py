@@ -20,7 +20,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -30,8 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.stages import SHARD_LOG_LINE
+
 REPO = Path(__file__).resolve().parent.parent
-_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO (?:(shard \d+ of \d+:)|(\S+): \d+ cases)")
 
 
 def cpu_entries(path: Path, level: str = "1") -> list[str]:
@@ -100,12 +100,12 @@ def log_elapsed(results: Path) -> pd.DataFrame:
     for log in sorted((results / "logs" / "check").glob("*/shard-*.log")):
         prev = None
         for line in log.read_text().splitlines():
-            m = _LINE.match(line)
+            m = SHARD_LOG_LINE.match(line)
             if not m:
                 continue
-            stamp = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S") + dt.timedelta(milliseconds=int(m.group(2)))
-            if m.group(4) and prev is not None:
-                rows.append({"dump": log.parent.name, "name": m.group(4), "elapsed_s": (stamp - prev).total_seconds()})
+            stamp = dt.datetime.strptime(m["at"], "%Y-%m-%d %H:%M:%S,%f")
+            if m["name"] and prev is not None:
+                rows.append({"dump": log.parent.name, "name": m["name"], "elapsed_s": (stamp - prev).total_seconds()})
             prev = stamp
     return pd.DataFrame(rows, columns=["dump", "name", "elapsed_s"])
 

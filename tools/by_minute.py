@@ -16,7 +16,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
-DONE = re.compile(r"^\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d),\d+ INFO (\S+): \d+ cases")
+from rescore.stages import SHARD_LOG_LINE
 
 
 def _clock(text: str) -> dt.datetime:
@@ -32,8 +32,8 @@ def minutes_done(folder: Path, step: str) -> list[float]:
     done = []
     for log in sorted((folder / step / "results" / "logs" / "check").glob("*/shard-*.log")):
         for line in log.read_text(errors="replace").splitlines():
-            if m := DONE.match(line):
-                seconds = (_clock(m.group(1)) - began).total_seconds()
+            if (m := SHARD_LOG_LINE.match(line)) and m["name"]:
+                seconds = (_clock(m["at"][11:19]) - began).total_seconds()
                 done.append((seconds + 86400 if seconds < 0 else seconds) / 60)  # past midnight
     return sorted(done)
 

@@ -34,9 +34,9 @@ import pandas as pd
 
 from rescore.engine.shards import COSTS, COSTS_CUDA, assign, load_costs
 from rescore.model.records import submission_from_dict
+from rescore.stages import SHARD_LOG_LINE
 
 HARNESS_S_PER_CASE = 0.005
-_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (?:(shard \d+ of \d+:)|(\S+): \d+ cases)")
 _JOB = re.compile(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]\n(?:local)?rule check_shard:"
                   r".*?wildcards: dump=(\S+?), shard=(\d+)", re.S)
 
@@ -79,12 +79,12 @@ def from_logs(results: Path, snakemake_log: Path | None) -> dict[str, float]:
     for log in sorted((results / "logs" / "check").glob("*/shard-*.log")):
         previous = starts.get((log.parent.name, log.stem.split("-")[1]))
         for line in log.read_text().splitlines():
-            m = _LINE.match(line)
+            m = SHARD_LOG_LINE.match(line)
             if not m:
                 continue
-            when = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
-            if m.group(3) and previous is not None and m.group(3) in ids:
-                cost[ids[m.group(3)]] = max(0.0, (when - previous).total_seconds())
+            when = dt.datetime.strptime(m["at"], "%Y-%m-%d %H:%M:%S,%f")
+            if m["name"] and previous is not None and m["name"] in ids:
+                cost[ids[m["name"]]] = max(0.0, (when - previous).total_seconds())
             previous = when
     return cost
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import sys
 import tempfile
@@ -48,6 +49,10 @@ from rescore.static.study import run_study, static_figures
 
 log = logging.getLogger("rescore")
 BUILD_TIMEOUT_S = 1800.0  # one CUDA C build in a check shard, cold
+# The check shard's log lines that the tools read back (bench/phases.py, tools/shard_costs.py,
+# tools/by_minute.py): its start (`shard K of N: ...`) and each submission's end (`NAME: N cases, ...`).
+SHARD_LOG_LINE = re.compile(r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO "
+                            r"(?:(?P<start>shard \d+ of \d+:)|(?P<name>\S+): \d+ cases)")
 # Every import is at the top: none of these modules imports torch, triton or matplotlib when it is
 # imported (the workers and the figure functions do, when they run), so a table stage starts without
 # them (tests/test_layers.py).
