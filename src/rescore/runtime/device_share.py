@@ -310,11 +310,9 @@ class Ledger:
     def reserve(self, owner: str, nbytes: int, capacity: int) -> Grant:
         """Hold `nbytes` of the device for `owner` (a reservation it held before is replaced: it keeps
         holding that while it waits for more); returns how it was granted and the seconds it waited.
-        Where the reservations' arithmetic says wait, a fresh report of the device's free memory that
-        has room for the whole request grants it at once: the estimates are pessimistic (three times
-        the reference's peak), and a ledger granted past its capacity by the wait limit would
-        otherwise hold every request that grows for its whole limit (on an H100, 333 such waits,
-        3,182 s, while 12 requests ran out of memory)."""
+        Where the reservations' arithmetic says wait, a small request that a fresh report of the
+        device's free memory has room for is granted at once (`free_allows`; the module's docstring
+        says why small only)."""
         began = time.monotonic()
         limit = wait_limit(self.max_wait_s, nbytes, capacity)
         me = dict(holder_id())
