@@ -212,6 +212,39 @@ def test_only_a_fresh_report_with_room_beside_the_margin_grants_a_small_request(
     assert free_allows(plenty, int(BACKFILL * capacity) + 1, capacity, 100.0) is None  # not a small request
 
 
+def test_a_wait_for_room_takes_only_a_report_made_since_with_room_and_lends_what_it_took(tmp_path):
+    """A request still out of memory with the caches handed back waits for a report of the device's
+    free memory made after it began to wait, with room for it beside FREE_MARGIN of the capacity and
+    beside what was lent on such reports; what it takes is lent in turn, so a grant on the next
+    report does not take it too. No report with room within the limit: None."""
+    capacity = 16000  # FREE_MARGIN: 1000
+    other = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    other.reserve("other", 4000, capacity)  # a live holder whose requests run meanwhile
+    other.note_free(9000)  # before the wait: a moment already gone
+    reports = iter([2500, 2500, 3500])  # the others' requests end, one after another
+
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+        other.note_free(next(reports, 3500))
+
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01, sleep=sleep)
+    grant = ledger.await_room("me", 2000, capacity, limit_s=5.0)
+    assert grant is not None and (grant.by, grant.free_bytes) == ("room", 3500) and grant.waited_s < 1.0
+    assert ledger._edit(lambda state: state["lent"][-1][1]) == 2000
+    again = Ledger(tmp_path, "gpu-0", poll_s=0.01, sleep=sleep)
+    assert again.await_room("next", 2000, capacity, limit_s=0.2) is None  # 3500 - 2000 lent - 1000 < 2000
+
+
+def test_a_wait_for_room_ends_at_once_when_no_other_holder_could_free_any(tmp_path):
+    """Alone in the ledger, nothing running will free memory: the retry goes alone without waiting
+    (on a device of its own that costs no one anything)."""
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    ledger.reserve("me", 4000, 16000)
+    began = time.monotonic()
+    assert ledger.await_room("me", 2000, 16000, limit_s=5.0) is None
+    assert time.monotonic() - began < 1.0
+
+
 def test_a_workers_report_of_free_memory_reaches_the_ledger_and_grants_with_a_log_line(tmp_path, caplog):
     """The parent writes the free memory a worker's answer reports into the ledger (at most every
     NOTE_FREE_S); a reservation granted on it says so in the shard's log."""

@@ -30,7 +30,7 @@ from rescore.model.language import detect_language
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 from rescore.model.records import Problem, Submission
 from rescore.runtime.device import DeviceUnavailable
-from rescore.runtime.device_share import DeviceLock, Ledger
+from rescore.runtime.device_share import DeviceLock, Ledger, retry_waiting
 
 FIX = REPO / "tests" / "fixtures" / "harness"
 CFG = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
@@ -134,6 +134,51 @@ def test_a_retry_alone_says_how_long_it_waited_for_the_running_requests(shared_w
     assert [m.group(1) for m in found] == ["alone"] * 3, lines
     assert float(found[0].group(6)) >= 0.5  # the first waited for the other worker's request to end
     assert all(float(m.group(5)) >= float(m.group(6)) for m in found)
+
+
+def test_out_of_memory_that_room_cures_waits_for_a_report_of_it_not_for_the_device_alone(tmp_path, caplog):
+    """Still out of memory with the caches handed back, a request waits for the device to report room
+    for it (the other workers' answers write their measured free memory to the ledger) and runs again
+    with the device still shared: the other worker's running request goes on, and nothing waits for
+    it to end. Its line says how long it waited for room."""
+    share = DeviceShare("cpu", capacity=8 << 30, folder=tmp_path)
+    worker = Worker("cpu", 1 << 15, share=share)
+    others = Ledger(tmp_path, "host", poll_s=0.01)
+    others.reserve("other", 1 << 30, 8 << 30)  # a live holder, whose request runs meanwhile
+    done, taken, gave_up = threading.Event(), threading.Event(), []
+
+    def hold() -> None:  # the other worker's request, running until the submission is done (or 30 s)
+        lock = DeviceLock(tmp_path, "host")
+        with lock.shared():
+            taken.set()
+            gave_up.append(not done.wait(30))
+        lock.close()
+
+    def report() -> None:  # the others' answers: 6 GiB free, from 2.5 s after the first retry flagged
+        while not done.is_set() and not retry_waiting(str(share.lock.paths["waiting"])):
+            time.sleep(0.05)
+        time.sleep(2.5)
+        while not done.is_set():
+            others.note_free(6 << 30)
+            time.sleep(0.2)
+
+    threads = [threading.Thread(target=hold), threading.Thread(target=report)]
+    threads[0].start()
+    taken.wait(10)
+    threads[1].start()
+    try:
+        with caplog.at_level(logging.INFO, logger="rescore"):
+            rows = run_submission(stand_in("oom_until_room.py"), CFG, worker)
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+        worker.stop()
+    assert gave_up == [False]  # the submission was done while the other request still ran
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3, [r.get("reason") for r in rows]
+    found = [m for r in caplog.records if (m := RETRY_LINE.search(r.getMessage()))]
+    assert [m.group(1) for m in found] == ["once the device had room"], [r.getMessage() for r in caplog.records]
+    assert float(found[0].group(6)) >= 1.0 and found[0].group(4) == "pass"
 
 
 def test_out_of_memory_alone_too_is_skipped_with_the_bytes_asked(shared_worker):

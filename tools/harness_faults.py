@@ -6,12 +6,13 @@ Prints, per dump: the submissions without a fixed verdict and why; the cases tha
 memory (`out of memory with the GPU to itself`, and any left as `crash` by an older run's forms:
 OutOfMemoryError, CUDA "out of memory", CUBLAS_STATUS_ALLOC_FAILED, cuDNN's handle failures); the
 cases the sandbox refused (`refused by the sandbox: ...`), by what was refused; and from the check
-shards' logs how many requests ran again for memory (with every worker's cache handed back, or with
-the device to themselves, as a worker killed by a SIGKILL the harness did not send is too), how they
-ended and how long the retries alone stopped the device, how long workers waited for memory, and how
-many of those waits found the others holding more than the ledger's capacity (granted past its wait
-limit: a ledger over capacity), how the waits ended and how many reservations the device's measured
-free memory granted. A run on one GPU with many shards checks the sharing with it.
+shards' logs how many requests ran again for memory (with every worker's cache handed back, once the
+device reported room for them, or with the device to themselves, as a worker killed by a SIGKILL the
+harness did not send is too), how they ended, how long the waits for room took and how long the
+retries alone stopped the device, how long workers waited for memory, and how many of those waits
+found the others holding more than the ledger's capacity (granted past its wait limit: a ledger over
+capacity), how the waits ended and how many reservations the device's measured free memory granted.
+A run on one GPU with many shards checks the sharing with it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.engine.sandbox import RETRY_LINE
+from rescore.engine.sandbox import ALONE, HANDED_BACK, NO_ROOM, RETRY_LINE, ROOM
 from rescore.model.oom import OOM_MARKERS
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 
@@ -78,6 +79,8 @@ def main() -> None:
     logs = sorted((args.results / "logs" / "check").glob(f"{args.dump or '*'}/shard-*.log"))
     ended: Counter = Counter()  # (how, outcome) of each retry
     alone_s, alone_waits = [], []  # a retry alone's seconds, and those waiting for the running requests
+    room_waits: list[float] = []  # a retry once the device had room: the seconds it waited for that
+    no_room = 0  # waits for room that ended without it (the request then ran alone)
     waits: list[float] = []
     granted: Counter = Counter()  # how each wait over a second ended (`HOW`)
     free_grants = 0  # reservations granted on the device's measured free memory (`Ledger.note_free`)
@@ -87,9 +90,13 @@ def main() -> None:
         for line in log.read_text(errors="replace").splitlines():
             if m := RETRY_LINE.search(line):
                 ended[(m.group(1), m.group(4))] += 1
-                if m.group(1) == "alone" and m.group(5):
+                if m.group(1) == ALONE and m.group(5):
                     alone_s.append(float(m.group(5)))
                     alone_waits.append(float(m.group(6) or 0))
+                if m.group(1) == ROOM and m.group(6):
+                    room_waits.append(float(m.group(6)))
+            elif NO_ROOM in line:
+                no_room += 1
             elif m := WAITED.search(line):
                 waits.append(float(m.group(1)))
                 how = HOW.search(line)
@@ -103,12 +110,15 @@ def main() -> None:
             elif (m := PEAK.search(line)) and float(m.group(3)):
                 ratios.append(_bytes(m.group(1), m.group(2)) / _bytes(m.group(3), m.group(4)))
     print(f"## check shard logs ({len(logs)})")
-    for how in ("with the caches handed back", "alone"):
+    for how in (HANDED_BACK, ROOM, ALONE):
         outcomes = {outcome: n for (way, outcome), n in ended.items() if way == how}
         print(f"requests retried {how}: {sum(outcomes.values())}, ending {outcomes}")
     if alone_s:
         print(f"the retries alone took {sum(alone_s):.0f} s, {sum(alone_waits):.0f} s of it waiting for the running "
               f"requests (every other worker of the device stopped meanwhile), longest {max(alone_s):.0f} s")
+    if room_waits or no_room:
+        print(f"waits for room before a retry alone: {len(room_waits)} found it in {sum(room_waits):.0f} s "
+              f"(longest {max(room_waits, default=0):.0f} s), {no_room} did not")
     if waits:
         print(f"waits for memory over 1 s: {len(waits)}, {sum(waits):.0f} s in all, longest {max(waits):.0f} s; "
               + (f"{over} of {told} with the others holding more than the capacity" if told

@@ -39,6 +39,7 @@ from rescore.engine.sharing import DeviceShare, alone_result
 from rescore.engine.turn_clock import TurnClock
 from rescore.engine.worker_env import network_isolation, worker_env
 from rescore.model.findings import claims_verdict, merge
+from rescore.model.oom import requested_bytes, size_text
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device import NO_DEVICE_EXIT, DeviceUnavailable
 from rescore.worker.protocol import (
@@ -555,6 +556,15 @@ class Worker:
         memory); yields the seconds it waited for that."""
         return self._holding(self.share.lock.exclusive())
 
+    def await_room(self, asked: int | None) -> tuple[bool, float]:
+        """Wait for the device to report room for the request in hand (`DeviceShare.await_room`; `asked`:
+        the failed allocation's bytes), charged as `memory_wait`: whether it came, and the seconds waited."""
+        began = time.monotonic()
+        grant = self.share.await_room(asked)
+        waited = time.monotonic() - began
+        self._charge(phase_log.MEMORY_WAIT, waited)
+        return grant is not None, waited
+
     def reclaiming(self) -> contextlib.AbstractContextManager[float]:
         """Every worker's cache handed back for the requests inside, the device still shared (the first
         retry after running out of memory); yields the seconds it settled for."""
@@ -594,35 +604,49 @@ def needs_device_alone(result: dict) -> bool:
 
 # A retry's log line (`retry_for_memory`, and a retry alone after a SIGKILL), read back by
 # tools/harness_faults.py: how it ran, the device, why it was retried, how it ended; then its seconds,
-# and those it waited for the device alone (older logs lack both).
-RETRY_LINE = re.compile(r"retried (alone|with the caches handed back) on (\S+) \((.*)\): (\w+)"
-                        r"(?:; ([\d.]+) s(?:, ([\d.]+) s of it waiting for the running requests)?)?$")
+# and those it waited for room or for the device alone (older logs lack both).
+RETRY_LINE = re.compile(r"retried (alone|with the caches handed back|once the device had room) on (\S+) \((.*)\): (\w+)"
+                        r"(?:; ([\d.]+) s(?:, ([\d.]+) s of it waiting for (?:the running requests|room))?)?$")
+HANDED_BACK, ROOM, ALONE = "with the caches handed back", "once the device had room", "alone"
+NO_ROOM = "no room reported on "  # the start of the line of a wait for room that ended without it
 
 
 def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -> dict:
     """Run a request that ran out of memory (`first`: why) again: with every worker's cache handed back
-    and the device still shared, then, still out of memory, with the device alone. A retry alone
+    and the device still shared; still out of memory, once the device reports room for it (at most
+    `sharing.ROOM_WAIT_S`, the caches still handed back); then with the device alone. A retry alone
     waits for every running request to end and holds new ones back, so it stops every worker of the
-    device: on an H100, 20 to 60 s each time. Its log line says which way it ran and how long it took
-    (`tools/harness_faults.py` sums them)."""
+    device: on an H100, 6 to 110 s each time; a wait for room stops no one. Its log line says which
+    way it ran and how long it took (`tools/harness_faults.py` sums them)."""
     began = time.monotonic()
     with worker.reclaiming():
         result = worker.request(msg, timeout)
-    if not needs_device_alone(result):
-        _note_retry(worker, None, first, result.get("outcome"), began)
-        return result
+        if not needs_device_alone(result):
+            _note_retry(worker, HANDED_BACK, None, first, result.get("outcome"), began)
+            return result
+        asked = requested_bytes(str(result.get("reason") or ""))
+        room, waited = worker.await_room(asked)
+        if not room:
+            log.info(NO_ROOM + "%s after %.1f s for a request that asked for %s", worker.share.key, waited,
+                     size_text(asked))
+        else:
+            result = worker.request(msg, timeout)
+            if not needs_device_alone(result):
+                _note_retry(worker, ROOM, waited, first, result.get("outcome"), began)
+                return result
     with worker.alone() as waited:
         result = worker.request(msg, timeout)
-    _note_retry(worker, waited, first, result.get("outcome"), began)
+    _note_retry(worker, ALONE, waited, first, result.get("outcome"), began)
     return result
 
 
-def _note_retry(worker: Worker, alone_wait: float | None, first: str, outcome: object, began: float) -> None:
-    """The retry's line in the shard's log (`RETRY_LINE`): alone when it waited for that (`alone_wait`)."""
-    how = "with the caches handed back" if alone_wait is None else "alone"
-    waited = "" if alone_wait is None else f", {alone_wait:.1f} s of it waiting for the running requests"
+def _note_retry(worker: Worker, how: str, waited: float | None, first: str, outcome: object, began: float) -> None:
+    """The retry's line in the shard's log (`RETRY_LINE`), with the seconds it waited for room or for
+    the device alone (`waited`), if it did."""
+    what = "room" if how == ROOM else "the running requests"
+    waited_text = "" if waited is None else f", {waited:.1f} s of it waiting for {what}"
     log.info("retried %s on %s (%s): %s; %.1f s%s", how, worker.share.key, first, outcome,
-             time.monotonic() - began, waited)
+             time.monotonic() - began, waited_text)
 
 
 def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: int = 1) -> tuple[dict, str | None]:
@@ -639,13 +663,13 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
             with worker.alone() if alone else contextlib.nullcontext() as waited:
                 result = worker.request(msg, timeout)
             if alone:
-                _note_retry(worker, waited, why, result.get("outcome"), began)
+                _note_retry(worker, ALONE, waited, why, result.get("outcome"), began)
             elif needs_device_alone(result):
                 result = retry_for_memory(worker, msg, timeout, str(result.get("reason") or "")[:160])
             result = alone_result(result, worker.device)
         except WorkerDied as died:
             if alone:
-                _note_retry(worker, waited, why, died.outcome, began)
+                _note_retry(worker, ALONE, waited, why, died.outcome, began)
             last, deaths = died, deaths + 1
             if (died.outcome == Outcome.TIMEOUT or died.kind == HARNESS_TIMEOUT or "forged_result" in died.findings
                     or died.signum in CANDIDATE_SIGNALS):

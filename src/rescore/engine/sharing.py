@@ -34,7 +34,7 @@ from rescore.engine.gpus import visible_device
 from rescore.model.findings import merge
 from rescore.model.oom import alone_reason, size_text
 from rescore.model.outcomes import Outcome
-from rescore.runtime.device_share import DeviceLock, Ledger, share_folder
+from rescore.runtime.device_share import DeviceLock, Grant, Ledger, share_folder
 from rescore.worker.protocol import ALONE_KEY, BENCHMARK, FUZZ, MEASURE_ENV
 
 log = logging.getLogger("rescore")
@@ -47,6 +47,10 @@ USABLE = 0.9
 WAIT_NOTE_S = 1.0  # a reservation that waited longer than this is logged
 GRANTED = {"ledger": "as the reservations fit", "limit": "at its wait limit", "held": "within what it held"}
 NOTE_FREE_S = 0.2  # the least time between two of one worker's reports of the device's free memory to the ledger
+ROOM_WAIT_S = 30.0
+"""How long a request still out of memory with the caches handed back waits for the device to report room
+for it before it runs alone: on an H100 the retries alone waited 6 to 110 s for the running requests,
+every other shard stopped; a wait for room stops no one."""
 
 
 class DeviceShare:
@@ -137,6 +141,15 @@ class DeviceShare:
                 log.info("granted %s of %s's memory after %.1f s %s (%s)", size_text(need), self.key, waited, how,
                          others)
         return waited
+
+    def await_room(self, asked: int | None) -> Grant | None:
+        """Wait, at most ROOM_WAIT_S, for the device to report room for the request in hand (`Ledger.await_room`):
+        what it needs besides the worker's own context (`needed`), and no less than the allocation that
+        failed (`asked`). None when no room was reported, or nothing is reserved (the CPU)."""
+        if self.capacity is None:
+            return None
+        need = max(self.needed() - CONTEXT_BYTES, asked or 0)
+        return self.ledger.await_room(self.owner, need, self.capacity, ROOM_WAIT_S)
 
     def release(self) -> None:
         if self.held:

@@ -8,8 +8,10 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
 
 - `DeviceLock`: every request to a worker holds it shared, a retry alone holds it exclusive. A
   request that ran out of memory first runs again shared, with the `waiting` file held (`reclaim`):
-  every worker hands its cache back and the running requests go on; only if that is not enough does
-  it wait for the device alone, which stops every other worker until the running requests end and it
+  every worker hands its cache back and the running requests go on; if that is not enough, it waits,
+  still shared, for a report of the device's free memory with room for it (`Ledger.await_room`, at
+  most `sharing.ROOM_WAIT_S`); only if none comes, or the room is gone again, does it wait for the
+  device alone, which stops every other worker until the running requests end and it
   has run (on an H100 each such retry stopped every shard for 20 to 60 s: the waits behind 14 of
   them came to 8,700 of the run's 21,700 worker-seconds). A retry alone that waits first takes a
   turnstile that every shared holder passes on its way in, so new requests queue behind it instead
@@ -219,14 +221,27 @@ def free_allows(state: dict, nbytes: int, capacity: int, now: float) -> Grant | 
     before that report."""
     if nbytes > BACKFILL * capacity:
         return None
+    return _room_reported(state, nbytes, capacity, now, now - FRESH_S, "free")
+
+
+def _room_reported(state: dict, nbytes: int, capacity: int, now: float, since: float, by: str) -> Grant | None:
+    """A grant of `nbytes` (`by`) when the latest report of the device's free memory, made at `since` or
+    later, leaves FREE_MARGIN of the capacity beside it and beside what was lent on such reports
+    shortly before that one (`lend` records a grant)."""
     free = state.get("free") or {}
     at, free_bytes = float(free.get("at", 0.0)), int(free.get("bytes", 0))
-    if not free or now - at > FRESH_S:
+    if not free or at < since:
         return None
     lent = sum(int(b) for t, b in state.get("lent", []) if t >= at - LENT_S)
     if free_bytes - lent - FREE_MARGIN * capacity < nbytes:
         return None
-    return Grant("free", free_bytes, max(0.0, now - at))
+    return Grant(by, free_bytes, max(0.0, now - at))
+
+
+def lend(state: dict, nbytes: int, now: float) -> None:
+    """Count a grant on measured memory against the reports of the next LENT_S (its allocations may
+    not show in them yet)."""
+    state.setdefault("lent", []).append([now, nbytes])
 
 
 def _start_time(pid: int) -> str | None:
@@ -342,7 +357,7 @@ class Ledger:
                 return granted(state, Grant("ledger"))
             now = time.time()
             if grant := free_allows(state, nbytes, capacity, now):
-                state.setdefault("lent", []).append([now, nbytes])
+                lend(state, nbytes, now)
                 return granted(state, grant)
             return None
 
@@ -356,6 +371,29 @@ class Ledger:
                 break
             self.sleep(self.poll_s)
         return replace(grant, waited_s=time.monotonic() - began)
+
+    def await_room(self, owner: str, nbytes: int, capacity: int, limit_s: float) -> Grant | None:
+        """(A request still out of memory with the caches handed back.) Wait, at most `limit_s`, for
+        a report of the device's free memory made since this call with room for `nbytes` beside
+        FREE_MARGIN of the capacity (`_room_reported`); None when none came, or when no other holder
+        is live (then nothing running will free any). The others' requests run on meanwhile, while
+        a retry alone would stop them all (the module's docstring)."""
+        began, since = time.monotonic(), time.time()
+
+        def attempt(state: dict) -> Grant | bool:
+            if not any(k != owner for k in state["entries"]):
+                return False
+            now = time.time()
+            if grant := _room_reported(state, nbytes, capacity, now, since, "room"):
+                lend(state, nbytes, now)
+                return grant
+            return True
+
+        while (grant := self._edit(attempt)) is True:
+            if time.monotonic() - began >= limit_s:
+                return None
+            self.sleep(self.poll_s)
+        return replace(grant, waited_s=time.monotonic() - began) if grant else None
 
     def release(self, owner: str) -> None:
         self._edit(lambda state: state["entries"].pop(owner, None))
