@@ -235,6 +235,30 @@ def test_a_wait_for_room_takes_only_a_report_made_since_with_room_and_lends_what
     assert again.await_room("next", 2000, capacity, limit_s=0.2) is None  # 3500 - 2000 lent - 1000 < 2000
 
 
+def test_while_a_retry_waits_for_room_no_grant_on_free_memory_takes_it(tmp_path):
+    """The room a retry waits for is kept from the small grants on measured free memory (which would
+    otherwise take it as it appears, one request after another); given up, it is theirs again."""
+    from rescore.runtime.device_share import free_allows
+
+    capacity = 16000  # FREE_MARGIN and BACKFILL: 1000
+    waiter = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    waiter.reserve("other", 4000, capacity)
+    waiter.note_free(3000)  # no room for 3000 beside the margin, but 1000 for a small grant
+    room = waiter.await_room("retry", 3000, capacity, limit_s=0.2)
+    assert room is None
+    state = waiter._edit(lambda state: state)
+    assert free_allows(state, 1000, capacity, state["free"]["at"]).by == "free"  # given up: no longer kept
+
+    seen = []
+
+    def sleep(seconds: float) -> None:  # while it waits: a small request asks on the same report
+        seen.append(free_allows(waiter._edit(lambda state: state), 1000, capacity, time.time()))
+        waiter.note_free(3000)
+
+    Ledger(tmp_path, "gpu-0", poll_s=0.01, sleep=sleep).await_room("retry", 3000, capacity, limit_s=0.1)
+    assert seen and all(grant is None for grant in seen)
+
+
 def test_a_wait_for_room_ends_at_once_when_no_other_holder_could_free_any(tmp_path):
     """Alone in the ledger, nothing running will free memory: the retry goes alone without waiting
     (on a device of its own that costs no one anything)."""

@@ -10,10 +10,11 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
   request that ran out of memory first runs again shared, with the `waiting` file held (`reclaim`):
   every worker hands its cache back and the running requests go on; if that is not enough, it waits,
   still shared, for a report of the device's free memory with room for it (`Ledger.await_room`, at
-  most `sharing.ROOM_WAIT_S`); only if none comes, or the room is gone again, does it wait for the
-  device alone, which stops every other worker until the running requests end and it
-  has run (on an H100 each such retry stopped every shard for 20 to 60 s: the waits behind 14 of
-  them came to 8,700 of the run's 21,700 worker-seconds). A retry alone that waits first takes a
+  most `sharing.ROOM_WAIT_S`, no grant on free memory taking that room meanwhile); only if none
+  comes, or the room is gone again, does it wait for the device alone, which stops every other
+  worker until the running requests end and it has run (on an H100 each such retry stopped every
+  shard for 20 to 60 s: the waits behind 14 of them came to 8,700 of the run's 21,700
+  worker-seconds). A retry alone that waits first takes a
   turnstile that every shared holder passes on its way in, so new requests queue behind it instead
   of starving it; it also holds the `waiting` file (shared) while it waits and runs, which tells the
   workers to hand their cached GPU memory back: after their request, or within IDLE_POLL_S while
@@ -224,16 +225,19 @@ def free_allows(state: dict, nbytes: int, capacity: int, now: float) -> Grant | 
     return _room_reported(state, nbytes, capacity, now, now - FRESH_S, "free")
 
 
-def _room_reported(state: dict, nbytes: int, capacity: int, now: float, since: float, by: str) -> Grant | None:
+def _room_reported(state: dict, nbytes: int, capacity: int, now: float, since: float, by: str,
+                   owner: str | None = None) -> Grant | None:
     """A grant of `nbytes` (`by`) when the latest report of the device's free memory, made at `since` or
-    later, leaves FREE_MARGIN of the capacity beside it and beside what was lent on such reports
-    shortly before that one (`lend` records a grant)."""
+    later, leaves FREE_MARGIN of the capacity beside it, beside what was lent on such reports shortly
+    before that one (`lend` records a grant) and beside the room the holders other than `owner` wait
+    for (`Ledger.await_room`): a retry waiting for room goes first, before any grant on free memory."""
     free = state.get("free") or {}
     at, free_bytes = float(free.get("at", 0.0)), int(free.get("bytes", 0))
     if not free or at < since:
         return None
     lent = sum(int(b) for t, b in state.get("lent", []) if t >= at - LENT_S)
-    if free_bytes - lent - FREE_MARGIN * capacity < nbytes:
+    awaited = sum(int(e.get("room") or 0) for k, e in (state.get("entries") or {}).items() if k != owner)
+    if free_bytes - lent - awaited - FREE_MARGIN * capacity < nbytes:
         return None
     return Grant(by, free_bytes, max(0.0, now - at))
 
@@ -377,20 +381,29 @@ class Ledger:
         a report of the device's free memory made since this call with room for `nbytes` beside
         FREE_MARGIN of the capacity (`_room_reported`); None when none came, or when no other holder
         is live (then nothing running will free any). The others' requests run on meanwhile, while
-        a retry alone would stop them all (the module's docstring)."""
+        a retry alone would stop them all (the module's docstring); while it waits, the room it
+        waits for is not granted to them on measured free memory (the entry's `room`)."""
         began, since = time.monotonic(), time.time()
 
         def attempt(state: dict) -> Grant | bool:
-            if not any(k != owner for k in state["entries"]):
+            entries = state["entries"]
+            if not any(k != owner for k in entries):
                 return False
+            own = entries.setdefault(owner, dict(holder_id(), held=0, want=None, order=0))
             now = time.time()
-            if grant := _room_reported(state, nbytes, capacity, now, since, "room"):
+            if grant := _room_reported(state, nbytes, capacity, now, since, "room", owner):
+                own.pop("room", None)
                 lend(state, nbytes, now)
                 return grant
+            own["room"] = nbytes  # until it comes, no grant on free memory takes it
             return True
+
+        def give_up(state: dict) -> None:
+            state["entries"].get(owner, {}).pop("room", None)
 
         while (grant := self._edit(attempt)) is True:
             if time.monotonic() - began >= limit_s:
+                self._edit(give_up)
                 return None
             self.sleep(self.poll_s)
         return replace(grant, waited_s=time.monotonic() - began) if grant else None
