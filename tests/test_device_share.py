@@ -196,6 +196,23 @@ def test_a_fresh_report_of_free_memory_grants_what_the_reservations_would_hold(t
                                                                   "c": 100, "d": 101}
 
 
+def test_on_measured_memory_a_reservation_that_grows_counts_only_its_growth(tmp_path):
+    """A worker already holds its reservation (its allocator keeps its last request's memory, which
+    the device's report leaves out): when its next request asks a little more, only that growth must
+    fit the measured free memory, and only the growth is lent against the next reports. A worker
+    whose reservation was granted on the same report counted in full waits its limit."""
+    capacity = 16000  # BACKFILL and FREE_MARGIN: 1000
+    ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.5)
+    ledger.reserve("forced", 17000, capacity)  # the ledger over its capacity
+    ledger.reserve("worker", 3000, capacity)  # granted at its limit: it holds 3000 now
+    ledger.note_free(1500)
+    grown = ledger.reserve("worker", 3400, capacity)
+    assert grown.by == "free" and grown.waited_s < 0.2  # 1500 - 1000 >= 400
+    assert ledger._edit(lambda state: state["lent"][-1][1]) == 400
+    fresh = ledger.reserve("fresh", 400, capacity)  # a new holder's 400 is all growth: 1500 - 400 - 1000 < 400
+    assert fresh.by == "limit"
+
+
 def test_only_a_fresh_report_with_room_beside_the_margin_grants_a_small_request():
     from rescore.runtime.device_share import BACKFILL, FREE_MARGIN, FRESH_S, LENT_S, free_allows
 

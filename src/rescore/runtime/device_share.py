@@ -33,10 +33,11 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
   alone came after a wait for 15 GiB or more and 2 after a small one; with the limit in proportion,
   574 s in 133 waits, none to the limit, and 14 retries alone. A request larger than the whole
   capacity is granted when nothing else is held. Where the reservations say wait, the device's free
-  memory as a worker measured it last (`note_free`) grants a small request it has room for
-  (`free_allows`): the reservations are estimates, and on an H100 they held up to 108 GiB of a
-  71 GiB capacity while 12 requests of the run ran out of memory. Only a small one (at most
-  BACKFILL of the capacity): a report is a moment, and the requests running beside it grow. On an
+  memory as a worker measured it last (`note_free`) grants a request whose growth beyond what its
+  worker holds is small and has room there (`free_allows`): the reservations are estimates, and on
+  an H100 they held up to 108 GiB of a 71 GiB capacity while 12 requests of the run ran out of
+  memory. Only a small growth (at most BACKFILL of the capacity): a report is a moment, and the
+  requests running beside it grow. On an
   H100, of 510 such grants the 54 larger ones ran out of memory 11 times, the 456 small ones 11 times,
   and 9 requests then needed the device alone, stopping every shard for 466 s in all.
 """
@@ -216,10 +217,12 @@ def held_by_others(entries: dict[str, dict], owner: str) -> tuple[int, int, int,
 
 
 def free_allows(state: dict, nbytes: int, capacity: int, now: float) -> Grant | None:
-    """A grant of `nbytes` on the device's measured free memory (`Ledger.note_free`), when the
-    request is small (at most BACKFILL of the capacity), the latest report is fresh and leaves
-    FREE_MARGIN of the capacity beside the request and beside what was granted so since shortly
-    before that report."""
+    """A grant on the device's measured free memory (`Ledger.note_free`) of a request that asks for
+    `nbytes` beyond what its worker holds already, when that is small (at most BACKFILL of the
+    capacity), the latest report is fresh and leaves FREE_MARGIN of the capacity beside it and beside
+    what was granted so since shortly before that report. On an H100 (0cf08e4) a worker's requests
+    grew 20-100 MiB at a time as its cases' peaks crept up, and each growth, counted in full, waited
+    its limit (5 s for 1.5 GiB) on a ledger over its capacity while the device reported 7-60 GiB free."""
     if nbytes > BACKFILL * capacity:
         return None
     return _room_reported(state, nbytes, capacity, now, now - FRESH_S, "free")
@@ -359,9 +362,11 @@ class Ledger:
             small = nbytes <= BACKFILL * capacity and others + nbytes <= capacity
             if small or others + extra + nbytes <= capacity or (not ahead and others == 0):
                 return granted(state, Grant("ledger"))
-            now = time.time()
-            if grant := free_allows(state, nbytes, capacity, now):
-                lend(state, nbytes, now)
+            # On measured memory only the growth counts: the worker holds its reservation already
+            # (its allocator keeps what its last request took), and the device's report leaves it out.
+            grow, now = nbytes - own["held"], time.time()
+            if grant := free_allows(state, grow, capacity, now):
+                lend(state, grow, now)
                 return granted(state, grant)
             return None
 
