@@ -18,7 +18,7 @@ import pytest
 
 from rescore.engine import sharing
 from rescore.engine.sharing import CONTEXT_BYTES, FACTOR, USABLE, DeviceShare, alone_result
-from rescore.model.oom import is_oom, requested_bytes
+from rescore.model.oom import in_use_bytes, is_oom, requested_bytes
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import MAX_WAIT_ENV, DeviceLock, Ledger, retry_waiting
 from rescore.worker.protocol import ALONE_KEY, BENCHMARK, FUZZ, Case, Explain, Fixed, Load, Time, scale_of
@@ -504,6 +504,27 @@ def _wrapped() -> BaseException:
 def test_every_form_of_out_of_memory_is_recognised(exc, asked):
     assert is_oom(exc)
     assert requested_bytes(str(exc)) == asked
+
+
+def test_the_room_a_retry_waits_for_is_what_torchs_message_says_it_held_and_asked(tmp_path, monkeypatch):
+    """torch's CUDA message says what the process held when the allocation failed and what it asked:
+    the room a retry waits for is those beside the worker's context, not its reservation (a
+    pessimistic estimate: 38.75 GiB for a request that asked 8 GiB on an H100); without them, the
+    reservation's, and at least the allocation asked."""
+    text = ("CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which "
+            "289.94 MiB is free. Including non-PyTorch memory, this process has 3.25 GiB memory in use. Of the "
+            "allocated memory 2.10 GiB is allocated by PyTorch, and 100.00 MiB is reserved by PyTorch but unallocated.")
+    assert (requested_bytes(text), in_use_bytes(text)) == (8 << 30, int(3.25 * 2**30))
+    assert in_use_bytes("CUDA error: out of memory") is None
+    share = DeviceShare("cpu", capacity=64 << 30, folder=tmp_path)
+    share.reference_bytes = 12 << 30  # reserves 36.75 GiB
+    asked_for = []
+    monkeypatch.setattr(share.ledger, "await_room", lambda owner, nbytes, capacity, limit: asked_for.append(nbytes))
+    share.await_room(8 << 30, int(3.25 * 2**30))
+    share.await_room(8 << 30, None)
+    share.await_room(None, None)
+    assert asked_for == [int(3.25 * 2**30) - CONTEXT_BYTES + (8 << 30), FACTOR * (12 << 30), FACTOR * (12 << 30)]
+    share.close()
 
 
 @pytest.mark.parametrize("exc", [

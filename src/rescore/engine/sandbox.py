@@ -556,11 +556,12 @@ class Worker:
         memory); yields the seconds it waited for that."""
         return self._holding(self.share.lock.exclusive())
 
-    def await_room(self, asked: int | None) -> tuple[bool, float]:
+    def await_room(self, asked: int | None, in_use: int | None) -> tuple[bool, float]:
         """Wait for the device to report room for the request in hand (`DeviceShare.await_room`; `asked`:
-        the failed allocation's bytes), charged as `memory_wait`: whether it came, and the seconds waited."""
+        the failed allocation's bytes, `in_use`: what the process held then), charged as `memory_wait`:
+        whether it came, and the seconds waited."""
         began = time.monotonic()
-        grant = self.share.await_room(asked)
+        grant = self.share.await_room(asked, in_use)
         waited = time.monotonic() - began
         self._charge(phase_log.MEMORY_WAIT, waited)
         return grant is not None, waited
@@ -624,8 +625,9 @@ def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -
         if not needs_device_alone(result):
             _note_retry(worker, HANDED_BACK, None, first, result.get("outcome"), began)
             return result
-        asked = requested_bytes(str(result.get("reason") or ""))
-        room, waited = worker.await_room(asked)
+        said = result.get(ALONE_KEY) or {}  # the worker's reading of torch's message
+        asked = said.get("bytes") or requested_bytes(str(result.get("reason") or ""))
+        room, waited = worker.await_room(asked, said.get("in_use"))
         if not room:
             log.info(NO_ROOM + "%s after %.1f s for a request that asked for %s", worker.share.key, waited,
                      size_text(asked))

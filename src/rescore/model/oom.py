@@ -36,6 +36,7 @@ OOM_MARKERS = (
 )
 
 _SIZE = re.compile(r"(?:tried to allocate|unable to allocate)\s+([\d.]+)\s*(bytes|[KMGTP]i?B)", re.IGNORECASE)
+_IN_USE = re.compile(r"this process has\s+([\d.]+)\s*(bytes|[KMGTP]i?B) memory in use", re.IGNORECASE)
 _UNITS = {"bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50}
 
@@ -63,10 +64,18 @@ def is_oom(exc: BaseException) -> bool:
 def requested_bytes(text: str) -> int | None:
     """The size of a failed allocation, from torch's (CPU or CUDA) or numpy's message; None where the
     message names none (a cuBLAS handle, a CUDA runtime error)."""
-    m = _SIZE.search(text or "")
-    if not m:
-        return None
-    return int(float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1))
+    return _bytes(_SIZE.search(text or ""))
+
+
+def in_use_bytes(text: str) -> int | None:
+    """What the process held on the device when its allocation failed, its context included, from
+    torch's CUDA message (`Including non-PyTorch memory, this process has 31.29 GiB memory in use`);
+    None where the message names none."""
+    return _bytes(_IN_USE.search(text or ""))
+
+
+def _bytes(m: re.Match | None) -> int | None:
+    return int(float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1)) if m else None
 
 
 def size_text(nbytes: int | None) -> str:

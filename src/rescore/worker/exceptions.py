@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from rescore.model.findings import REFUSAL_FINDINGS
-from rescore.model.oom import exception_chain, is_oom, requested_bytes
+from rescore.model.oom import exception_chain, in_use_bytes, is_oom, requested_bytes
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 from rescore.runtime import interpreter
 from rescore.worker import confine
@@ -126,7 +126,8 @@ def oom_source(exc: BaseException, candidate_file: str | None) -> str:
 
 def alone_of(by: str, exc: BaseException, reference_ran: bool) -> dict:
     """What an out-of-memory answer tells the parent for its retry alone (`protocol.ALONE_KEY`)."""
-    return {"by": by, "bytes": requested_bytes(str(exc)), "reference_ran": reference_ran and by == "the candidate"}
+    return {"by": by, "bytes": requested_bytes(str(exc)), "in_use": in_use_bytes(str(exc)),
+            "reference_ran": reference_ran and by == "the candidate"}
 
 
 def refused_by_the_hook(v: Verdict, findings: set[str]) -> bool:
