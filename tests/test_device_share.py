@@ -506,7 +506,7 @@ def test_every_form_of_out_of_memory_is_recognised(exc, asked):
     assert requested_bytes(str(exc)) == asked
 
 
-def test_the_room_a_retry_waits_for_is_what_torchs_message_says_it_held_and_asked(tmp_path, monkeypatch):
+def test_the_room_a_retry_waits_for_is_what_torchs_message_says_it_held_and_asked(tmp_path):
     """torch's CUDA message says what the process held when the allocation failed and what it asked:
     the room a retry waits for is those beside the worker's context, not its reservation (a
     pessimistic estimate: 38.75 GiB for a request that asked 8 GiB on an H100); without them, the
@@ -518,12 +518,10 @@ def test_the_room_a_retry_waits_for_is_what_torchs_message_says_it_held_and_aske
     assert in_use_bytes("CUDA error: out of memory") is None
     share = DeviceShare("cpu", capacity=64 << 30, folder=tmp_path)
     share.reference_bytes = 12 << 30  # reserves 36.75 GiB
-    asked_for = []
-    monkeypatch.setattr(share.ledger, "await_room", lambda owner, nbytes, capacity, limit: asked_for.append(nbytes))
-    share.await_room(8 << 30, int(3.25 * 2**30))
-    share.await_room(8 << 30, None)
-    share.await_room(None, None)
-    assert asked_for == [int(3.25 * 2**30) - CONTEXT_BYTES + (8 << 30), FACTOR * (12 << 30), FACTOR * (12 << 30)]
+    assert share.room_needed(8 << 30, int(3.25 * 2**30)) == int(3.25 * 2**30) - CONTEXT_BYTES + (8 << 30)
+    assert share.room_needed(8 << 30, None) == share.room_needed(None, None) == FACTOR * (12 << 30)
+    share.reference_bytes = 1 << 30
+    assert share.room_needed(8 << 30, None) == 8 << 30
     share.close()
 
 

@@ -556,12 +556,11 @@ class Worker:
         memory); yields the seconds it waited for that."""
         return self._holding(self.share.lock.exclusive())
 
-    def await_room(self, asked: int | None, in_use: int | None) -> tuple[bool, float]:
-        """Wait for the device to report room for the request in hand (`DeviceShare.await_room`; `asked`:
-        the failed allocation's bytes, `in_use`: what the process held then), charged as `memory_wait`:
-        whether it came, and the seconds waited."""
+    def await_room(self, need: int) -> tuple[bool, float]:
+        """Wait for the device to report room for `need` bytes (`DeviceShare.await_room`), charged as
+        `memory_wait`: whether it came, and the seconds waited."""
         began = time.monotonic()
-        grant = self.share.await_room(asked, in_use)
+        grant = self.share.await_room(need)
         waited = time.monotonic() - began
         self._charge(phase_log.MEMORY_WAIT, waited)
         return grant is not None, waited
@@ -627,10 +626,11 @@ def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -
             return result
         said = result.get(ALONE_KEY) or {}  # the worker's reading of torch's message
         asked = said.get("bytes") or requested_bytes(str(result.get("reason") or ""))
-        room, waited = worker.await_room(asked, said.get("in_use"))
+        need = worker.share.room_needed(asked, said.get("in_use"))
+        room, waited = worker.await_room(need)
         if not room:
-            log.info(NO_ROOM + "%s after %.1f s for a request that asked for %s", worker.share.key, waited,
-                     size_text(asked))
+            log.info(NO_ROOM + "%s after %.1f s for %s (a request that asked for %s)", worker.share.key, waited,
+                     size_text(need), size_text(asked))
         else:
             result = worker.request(msg, timeout)
             if not needs_device_alone(result):

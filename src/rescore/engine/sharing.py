@@ -143,20 +143,21 @@ class DeviceShare:
                          others)
         return waited
 
-    def await_room(self, asked: int | None, in_use: int | None = None) -> Grant | None:
-        """Wait, at most ROOM_WAIT_S, for the device to report room for the request in hand (`Ledger.await_room`)
-        beside the worker's own context: what its process held when the allocation failed and that
-        allocation (`in_use`, `asked`: torch's message), else what it is expected to need (`needed`,
-        at least `asked`). The message wins over the estimate: on an H100 (0cf08e4) a submission whose
-        reference peaked at 8.5 GiB held a reservation of 38.75 GiB, and its request whose failed
-        allocation was 8 GiB found no room for that in 30 s. None when no room was reported, or
-        nothing is reserved (the CPU)."""
+    def room_needed(self, asked: int | None, in_use: int | None) -> int:
+        """The room a request still out of memory needs beside the worker's own context: what its process
+        held when the allocation failed and that allocation (`in_use`, `asked`: torch's message), else
+        what it is expected to need (`needed`, at least `asked`). The message wins over the estimate:
+        on an H100 (0cf08e4) a submission whose reference peaked at 8.5 GiB held a reservation of
+        38.75 GiB, and its request whose failed allocation was 8 GiB found no room for that in 30 s."""
+        if in_use is not None and asked is not None:
+            return max(in_use - CONTEXT_BYTES, 0) + asked
+        return max(self.needed() - CONTEXT_BYTES, asked or 0)
+
+    def await_room(self, need: int) -> Grant | None:
+        """Wait, at most ROOM_WAIT_S, for the device to report room for `need` bytes (`Ledger.await_room`);
+        None when none was reported, or nothing is reserved (the CPU)."""
         if self.capacity is None:
             return None
-        if in_use is not None and asked is not None:
-            need = max(in_use - CONTEXT_BYTES, 0) + asked
-        else:
-            need = max(self.needed() - CONTEXT_BYTES, asked or 0)
         return self.ledger.await_room(self.owner, need, self.capacity, ROOM_WAIT_S)
 
     def release(self) -> None:
