@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from rescore.oracle.compare import compare, max_finite_error
+from rescore.oracle.compare import compare, max_finite_error, ulp_of
 
 
 def test_correct_values_pass():
@@ -13,6 +13,20 @@ def test_correct_values_pass():
     c = compare(t.to(torch.float32), t, torch.float32, atol=1e-5, rtol=1.3e-6)
     assert c.outcome == "pass"
     assert c.n_mismatch == 0 and c.err_ulp <= 0.5 + 1e-9
+
+
+def test_the_ulp_is_the_dtypes_spacing_at_the_truth_even_just_below_a_power_of_two():
+    """`err_ulp`'s unit is the dtype's spacing at the float64 truth: numpy's `spacing` at float32
+    values, and at a truth a float64 step below a power of two, the spacing below it (log2 in float64
+    rounds that truth up to the power, which doubles it)."""
+    import numpy as np
+
+    values = np.random.default_rng(0).standard_normal(1000).astype(np.float32) * 1e3
+    got = ulp_of(torch.from_numpy(values.astype(np.float64)), torch.float32)
+    assert torch.equal(got, torch.from_numpy(np.spacing(np.abs(values)).astype(np.float64)))
+    below = torch.nextafter(torch.tensor([1024.0, 2.0**-20], dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    assert ulp_of(below, torch.float32).tolist() == [2.0**9 * 2.0**-23, 2.0**-21 * 2.0**-23]
+    assert ulp_of(torch.tensor([0.0], dtype=torch.float64), torch.float32).item() == 2.0**-126 * 2.0**-23
 
 
 def test_wrong_values_are_flagged_with_location():
