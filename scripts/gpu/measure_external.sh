@@ -13,9 +13,11 @@
 #
 # The first call writes WORK/external.yaml (scripts/gpu/external_config.py: config/config.yaml with
 # these dumps, sanitizer.budget_s = SANITIZER_BUDGET, default 120) and starts the steps detached
-# (scripts/gpu/gpu_lease.sh, STEPS "loop ext extwarm fixtures", one after another):
+# (scripts/gpu/gpu_lease.sh, STEPS "loop ext extphases extwarm fixtures", one after another):
 #   loop      `rescore check` on tests/fixtures/hacks/infinite_loop.py (flagged in both oracles, its wall time);
 #   ext       `snakemake all --config shards=48` on it in WORK/ext: the dumps' caches empty (cold);
+#   extphases bench/case_phases.py --device cuda --profile 25 on four CUDA-L1 PyTorch kernels the ext step
+#             ingested (PHASES_ENTRIES): a fuzz case's phases on the GPU, in one process (a minute);
 #   extwarm   the same in WORK/extwarm: the Triton and CUDA caches warm, the checkout's .rescore-cache
 #             from ext, an empty results folder (warm);
 #   fixtures  scripts/gpu/wild_exploits.py --sanitize memcheck racecheck (at most FIXTURES_TIMEOUT,
@@ -30,7 +32,7 @@ set -u
 GPUEMU=${1:?usage: scripts/gpu/measure_external.sh GPUEMU_DATA CUDAL1_JSON [WATCH_S]}
 CUDAL1=${2:?usage: scripts/gpu/measure_external.sh GPUEMU_DATA CUDAL1_JSON [WATCH_S]}
 WATCH=${3:-540}
-export WORK=${WORK:-/tmp/rescore-measure} STEPS=${STEPS:-loop ext extwarm fixtures} PYTHON=${PYTHON:-python3}
+export WORK=${WORK:-/tmp/rescore-measure} STEPS=${STEPS:-loop ext extphases extwarm fixtures} PYTHON=${PYTHON:-python3}
 export FIXTURES_TIMEOUT=${FIXTURES_TIMEOUT:-600}
 export EXT_CONFIG=$WORK/external.yaml
 mkdir -p "$WORK"
