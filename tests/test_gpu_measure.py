@@ -124,13 +124,16 @@ def test_a_dry_run_goes_through_every_step_and_packs_them(tmp_path):
     log = (tmp_path / "work" / "driver.log").read_text()
     assert "ext end rc=0" in log and "extwarm end rc=0" in log  # no CUDA here: the loop check and the
     assert "loop end rc=2" in log and "fixtures end rc=2" in log  # fixtures stop at once, with their reason
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ext.tgz", "extwarm.tgz", "fixtures.tgz",
-                                                                     "loop.tgz", "status.tgz"]
+    assert "extphases end rc=2" in log  # a dry run ingests no dump for bench/case_phases.py to read
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ext.tgz", "extphases.tgz", "extwarm.tgz",
+                                                                     "fixtures.tgz", "loop.tgz", "status.tgz"]
     with tarfile.open(tmp_path / "out" / "ext.tgz") as tar:
         text = tar.extractfile("ext/snakemake.out").read().decode()
     assert "sanitizer" in text and "This was a dry-run" in text
     with tarfile.open(tmp_path / "out" / "fixtures.tgz") as tar:
         assert "needs a CUDA device" in tar.extractfile("fixtures/wild_exploits.err").read().decode()
+    with tarfile.open(tmp_path / "out" / "extphases.tgz") as tar:
+        assert "a dry run ingests nothing" in tar.extractfile("extphases/case_phases.txt").read().decode()
 
 
 def test_submissions_by_minute_from_the_shards_logs_and_the_steps_start(tmp_path):
@@ -146,3 +149,36 @@ def test_submissions_by_minute_from_the_shards_logs_and_the_steps_start(tmp_path
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["by minute 4: 1", "by minute 10: 2", "in all: 3, the last at minute 11.0"]
+
+
+def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memory(tmp_path):
+    """tools/harness_faults.py reads the retry lines as the sandbox writes them (`RETRY_LINE`, `NO_ROOM`):
+    handed back, once the device had room (with the wait), alone (with the wait for the running requests)."""
+    import pandas as pd
+
+    from rescore.engine.sandbox import ALONE, HANDED_BACK, NO_ROOM, ROOM
+
+    tables = tmp_path / "results" / "tables"
+    tables.mkdir(parents=True)
+    pd.DataFrame([{"submission_id": "s1", "oracle": "fixed", "outcome": "pass", "reason": ""}]).to_parquet(
+        tables / "cases.parquet")
+    pd.DataFrame([{"submission_id": "s1", "dump": "d"}]).to_parquet(tables / "submissions.parquet")
+    log = tmp_path / "results" / "logs" / "check" / "d" / "shard-0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("\n".join(f"2026-12-06 15:00:0{i},000 INFO {line}" for i, line in enumerate([
+        f"retried {HANDED_BACK} on gpu-0 (out of memory in the reference: x): pass; 0.8 s",
+        f"retried {ROOM} on gpu-0 (out of memory in the harness: x): pass; 5.8 s, 5.0 s of it waiting for room",
+        f"retried {ROOM} on gpu-0 (out of memory in the reference: x): mismatch; 1.5 s, 0.5 s of it waiting for room",
+        f"{NO_ROOM}gpu-0 after 60.0 s for 9.25 GiB (a request that asked for 8.00 GiB)",
+        f"retried {ALONE} on gpu-0 (out of memory in the reference: x): pass; 212.9 s, 167.2 s of it waiting for the "
+        "running requests",
+    ])) + "\n")
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "harness_faults.py"), str(tmp_path / "results")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert f"requests retried {HANDED_BACK}: 1, ending {{'pass': 1}}" in out
+    assert f"requests retried {ROOM}: 2, ending {{'pass': 1, 'mismatch': 1}}" in out
+    assert f"requests retried {ALONE}: 1, ending {{'pass': 1}}" in out
+    assert "the retries alone took 213 s, 167 s of it waiting for the running requests" in out
+    assert "waits for room before a retry alone: 2 found it in 6 s (longest 5 s), 1 did not" in out
