@@ -616,7 +616,7 @@ def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -
     and the device still shared; still out of memory, once the device reports room for it (at most
     `sharing.ROOM_WAIT_S`, the caches still handed back); then with the device alone. A retry alone
     waits for every running request to end and holds new ones back, so it stops every worker of the
-    device: on an H100, 6 to 110 s each time; a wait for room stops no one. Its log line says which
+    device: on an H100, 6 to 167 s each time; a wait for room stops no one. Its log line says which
     way it ran and how long it took (`tools/harness_faults.py` sums them)."""
     began = time.monotonic()
     with worker.reclaiming():
