@@ -226,9 +226,13 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
                      reason=f"{tool}: {'; '.join(d.headlines)}"[:500]) for d in found.diagnoses]
     case_end = f"the case ended {result.get('outcome')}: {result.get('reason', '')}"
     said = "; ".join([*found.notes, found.summary or "no summary"])
-    if result.get("outcome") == Outcome.TIMEOUT:
-        which = "sanitizer.timeout_s" if limit >= cfg["timeout_s"] else "what was left of sanitizer.budget_s"
-        status, reason = Outcome.TIMEOUT, f"no answer within {limit:g} s under {tool} ({which}): {said}; {case_end}"
+    if result.get("outcome") == Outcome.TIMEOUT and limit < cfg["timeout_s"]:
+        # the stage's budget ran out, not the run's own limit: nothing said about the kernel
+        status, reason = "incomplete", (f"cut at {limit:g} s under {tool}, what was left of sanitizer.budget_s: "
+                                        f"{said}; {case_end}")
+    elif result.get("outcome") == Outcome.TIMEOUT:
+        status, reason = Outcome.TIMEOUT, (f"no answer within {limit:g} s under {tool} (sanitizer.timeout_s): "
+                                           f"{said}; {case_end}")
     elif found.summary is None:
         status, reason = "incomplete", f"{_ending(tool, report, wrapper, cfg, run_dir)}; {case_end}"
     elif any("before first instrumented API call" in n for n in found.notes):
