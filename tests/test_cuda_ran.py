@@ -85,6 +85,8 @@ def test_a_build_that_fails_into_a_pytorch_fallback_never_ran_its_cuda(hooked, c
     assert (row["cuda_ran"], row["cuda_build"]) == ("no", "compile_failed")
     [(status, error)] = ExtensionUse.failed
     assert status == "compile_failed" and "redefinition of 'PyObject* PyInit_rescore_build_fallback()'" in error
+    # the case row keeps the compiler's words: the builds table has them where the prebuild saw no build
+    assert "redefinition of 'PyObject* PyInit_rescore_build_fallback()'" in row["cuda_build_error"]
 
 
 def test_a_library_whose_functions_are_called_ran_its_cuda_and_one_never_called_did_not(hooked, tmp_path):
@@ -198,6 +200,11 @@ def test_the_gathered_builds_table_says_built_only_where_a_case_called_it():
     builds.loc[0, "status"] = "no_build"  # it builds in the worker (in __init__), not at import
     out = gathered_builds(builds, cases).set_index("submission_id")
     assert list(out["status"]) == ["compile_failed", "not_called", "built", "loaded"]
+    with_error = cases.assign(cuda_build_error=[("error: expected ';'" if sid == "fell_back" else None)
+                                                for sid in cases["submission_id"]])
+    said = gathered_builds(builds.assign(error=None), with_error).set_index("submission_id")
+    assert said.loc["fell_back", "error"] == "error: expected ';'" and pd.isna(said.loc["wrong", "error"])
+    assert gathered_builds(builds.assign(error=None), cases)["error"].isna().all()  # cases without the column
     assert list(out["called"].astype(object).where(out["called"].notna(), None)) == [False, False, True, None]
     assert list(out["compiled"].astype(object).where(out["compiled"].notna(), None)) == [False, True, True, True]
     assert list(out["cuda_ran"].fillna("-")) == ["no", "no", "yes", "-"]

@@ -41,16 +41,26 @@ def cuda_by_submission(cases: pd.DataFrame) -> dict[str, tuple[str | None, str |
     return {sid: submission_cuda(g) for sid, g in known.groupby("submission_id")}
 
 
+def _build_errors(cases: pd.DataFrame) -> dict[str, str]:
+    """submission_id -> the first error its cases recorded of a build in the worker (`cuda_build_error`)."""
+    if "cuda_build_error" not in cases:
+        return {}
+    errors = cases[cases["cuda_build_error"].notna()]
+    return errors.groupby("submission_id")["cuda_build_error"].first().to_dict()
+
+
 def gathered_builds(builds: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
     """The prebuild's rows (every dump's), each with what the cases say: `called` (a case ran one of
     its functions), `cuda_ran`, and the final status: `built` (compiled, loaded and called),
     `not_called` (compiled and loaded, never called), or what failed (`compile_failed`,
-    `load_failed`: also where the prebuild built nothing and the worker's own build failed). A
+    `load_failed`: also where the prebuild built nothing and the worker's own build failed, with the
+    error its cases recorded). A
     status the cases cannot settle (no case reached the candidate, or cases from an older rescore)
     stays the prebuild's."""
     if builds.empty:
         return builds.assign(cuda_ran=pd.Series(dtype=object))
     seen = cuda_by_submission(cases)
+    said = _build_errors(cases)
     rows = []
     for r in builds.to_dict("records"):
         ran, why = seen.get(r["submission_id"], (None, None))
@@ -59,6 +69,8 @@ def gathered_builds(builds: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
             status = BuildStatus.BUILT.value
         elif ran == CudaRan.NO and status in (BuildStatus.LOADED, BuildStatus.NO_BUILD):
             status = why or status
+        if status in (BuildStatus.COMPILE_FAILED, BuildStatus.LOAD_FAILED) and pd.isna(r.get("error")):
+            r = dict(r, error=said.get(r["submission_id"]))  # the worker's build: the prebuild saw none
         compiled, loaded = stages(status)
         if compiled is None:  # a status that does not say: as the build recorded it
             compiled, loaded = r.get("compiled"), r.get("loaded")

@@ -29,7 +29,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.engine.gpus import shard_slot, worker_gpu
-from rescore.model.builds import BuildStatus, stages
+from rescore.model.builds import ERROR_CHARS, BuildStatus, error_text, stages
 from rescore.model.records import Submission, content_hash, read_manifests
 from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
 
@@ -61,7 +60,6 @@ COLUMNS = [
     "extensions",
     "build_dir",
 ]
-ERROR_CHARS = 4000
 
 
 def _cached(folder: Path, key: dict) -> dict | None:
@@ -79,15 +77,6 @@ def _cached(folder: Path, key: dict) -> dict | None:
     if not record.get("ok") and record.get("transient"):
         return None
     return record
-
-
-def _error_text(stderr: str) -> str:
-    """The exception's own line and the compiler's error lines (what a reader needs), else the tail."""
-    lines = stderr.splitlines()
-    raised = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", ln)][-1:]
-    compiler = [ln for ln in lines if "error:" in ln or "error :" in ln][:40]
-    text = "\n".join(raised + [ln for ln in compiler if ln not in raised]) or "\n".join(lines[-30:])
-    return text[-ERROR_CHARS:]
 
 
 def build_one(
@@ -147,7 +136,7 @@ def _build_one(source: str, folder: Path, key: dict, timeout_s: float, max_jobs:
             start_new_session=True,
         )
         ok = proc.returncode == 0
-        error = None if ok else _error_text(proc.stderr or proc.stdout)
+        error = None if ok else error_text(proc.stderr or proc.stdout)
         if proc.returncode < 0:
             transient, error = True, f"the build process died (signal {-proc.returncode}): {error}"
         printed = _printed(proc.stdout)
@@ -320,7 +309,7 @@ def _import_for_build(path: str, problem: str | None = None) -> None:
                 result = _original(*args, **kwargs)
             except Exception as exc:
                 status = BuildStatus.LOAD_FAILED if _library_in(name) else BuildStatus.COMPILE_FAILED
-                failures.append([name, fingerprint, status.value, _error_text(f"{type(exc).__name__}: {exc}")])
+                failures.append([name, fingerprint, status.value, error_text(f"{type(exc).__name__}: {exc}")])
                 raise
             loaded.append(name)
             if fingerprint is not None:

@@ -10,7 +10,11 @@ loaded; the check worker (`worker/usage.py`) counts the calls of the functions o
 
 from __future__ import annotations
 
+import re
+
 from rescore.model.outcomes import ValueEnum
+
+ERROR_CHARS = 4000  # the most of a build's error a table keeps
 
 
 class BuildStatus(ValueEnum):
@@ -60,3 +64,13 @@ def cuda_ran(status: str | None) -> CudaRan | None:
     if status == BuildStatus.BUILT:
         return CudaRan.YES
     return CudaRan.NO if status in NEVER_RAN else CudaRan.UNKNOWN
+
+
+def error_text(output: str) -> str:
+    """A failed build's words a reader needs: the exception's own line and the compiler's error lines,
+    else the tail of its output."""
+    lines = output.splitlines()
+    raised = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", ln)][-1:]
+    compiler = [ln for ln in lines if "error:" in ln or "error :" in ln][:40]
+    text = "\n".join(raised + [ln for ln in compiler if ln not in raised]) or "\n".join(lines[-30:])
+    return text[-ERROR_CHARS:]

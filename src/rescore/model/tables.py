@@ -91,6 +91,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("output_nonfinite", _B),  # the candidate's output held a NaN or Inf (oracle/judge.py); null: not judged
             ("cuda_ran", _S),  # CUDA submissions: yes | no | unknown, its own CUDA ran in this case (model/builds.py)
             ("cuda_build", _S),  # CUDA submissions: the build status this case saw (built, compile_failed, ...)
+            ("cuda_build_error", _S),  # its error, where the worker's own build failed (model/builds.error_text)
             # JSON [{input, domain, from, evidence}]: each input's value domain and where it came from
             # (schema / source / sampled / default; worker/input_domains.py); fuzz rows only
             ("input_domains", _S),

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rescore.model.builds import BuildStatus, cuda_ran
+from rescore.model.builds import BuildStatus, cuda_ran, error_text
 from rescore.model.outcomes import Outcome
 
 # aten ops that allocate, copy, cast or re-view memory: they compute nothing of the answer.
@@ -122,13 +122,15 @@ def cuda_columns(row: dict, language: str, calls_before: int) -> dict:
     """The case row with `cuda_ran` and `cuda_build` (model/builds.py) for a CUDA submission whose
     candidate this case reached: whether a function of its libraries ran during the case (built
     and instantiated anew per case), else what stopped it (a build that failed, or a library
-    nothing called); a compile_error at load is its build's failure. Other rows are left as they are."""
+    nothing called; `cuda_build_error`: the failed build's error); a compile_error at load is its
+    build's failure. Other rows are left as they are."""
     if language != "cuda" or row.get("outcome") == Outcome.SKIPPED:
         return row
+    error = None
     if ExtensionUse.calls > calls_before:
         status = BuildStatus.BUILT
     elif ExtensionUse.failed:
-        status = BuildStatus(ExtensionUse.failed[0][0])
+        status, error = BuildStatus(ExtensionUse.failed[0][0]), error_text(ExtensionUse.failed[0][1])
     elif ExtensionUse.opaque:
         status = BuildStatus.LOADED
     elif ExtensionUse.loaded:
@@ -137,7 +139,10 @@ def cuda_columns(row: dict, language: str, calls_before: int) -> dict:
         status = BuildStatus.COMPILE_FAILED
     else:
         status = BuildStatus.NO_BUILD
-    return dict(row, cuda_build=status.value, cuda_ran=cuda_ran(status).value)
+    out = dict(row, cuda_build=status.value, cuda_ran=cuda_ran(status).value)
+    if error:  # a build in the worker (at the first call, say) that the prebuild never saw: its words
+        out["cuda_build_error"] = error
+    return out
 
 
 def compute_ops(ops: set[str]) -> set[str]:
