@@ -624,18 +624,19 @@ def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -
         if not needs_device_alone(result):
             _note_retry(worker, HANDED_BACK, None, first, result.get("outcome"), began)
             return result
-        said = result.get(ALONE_KEY) or {}  # the worker's reading of torch's message
-        asked = said.get("bytes") or requested_bytes(str(result.get("reason") or ""))
-        need = worker.share.room_needed(asked, said.get("in_use"))
-        room, waited = worker.await_room(need)
-        if not room:
-            log.info(NO_ROOM + "%s after %.1f s for %s (a request that asked for %s)", worker.share.key, waited,
-                     size_text(need), size_text(asked))
-        else:
-            result = worker.request(msg, timeout)
-            if not needs_device_alone(result):
-                _note_retry(worker, ROOM, waited, first, result.get("outcome"), began)
-                return result
+        if worker.share.capacity is not None:  # a device whose memory is reserved: it reports its free memory
+            said = result.get(ALONE_KEY) or {}  # the worker's reading of torch's message
+            asked = said.get("bytes") or requested_bytes(str(result.get("reason") or ""))
+            need = worker.share.room_needed(asked, said.get("in_use"))
+            room, waited = worker.await_room(need)
+            if not room:
+                log.info(NO_ROOM + "%s after %.1f s for %s (a request that asked for %s)", worker.share.key,
+                         waited, size_text(need), size_text(asked))
+            else:
+                result = worker.request(msg, timeout)
+                if not needs_device_alone(result):
+                    _note_retry(worker, ROOM, waited, first, result.get("outcome"), began)
+                    return result
     with worker.alone() as waited:
         result = worker.request(msg, timeout)
     _note_retry(worker, ALONE, waited, first, result.get("outcome"), began)
