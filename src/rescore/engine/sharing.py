@@ -155,9 +155,8 @@ class DeviceShare:
 
     def await_room(self, need: int) -> Grant | None:
         """Wait, at most ROOM_WAIT_S, for the device to report room for `need` bytes (`Ledger.await_room`);
-        None when none was reported, or nothing is reserved (the CPU)."""
-        if self.capacity is None:
-            return None
+        None when none was reported. Only where memory is reserved (a known capacity): the caller's to ask."""
+        assert self.capacity is not None, "no capacity: nothing reserved, no report of free memory to wait for"
         return self.ledger.await_room(self.owner, need, self.capacity, ROOM_WAIT_S)
 
     def release(self) -> None:

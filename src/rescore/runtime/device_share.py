@@ -388,13 +388,13 @@ class Ledger:
         is live (then nothing running will free any). The others' requests run on meanwhile, while
         a retry alone would stop them all (the module's docstring); while it waits, the room it
         waits for is not granted to them on measured free memory (the entry's `room`)."""
-        began, since = time.monotonic(), time.time()
+        began, since, me = time.monotonic(), time.time(), holder_id()
 
         def attempt(state: dict) -> Grant | bool:
             entries = state["entries"]
             if not any(k != owner for k in entries):
                 return False
-            own = entries.setdefault(owner, dict(holder_id(), held=0, want=None, order=0))
+            own = entries.setdefault(owner, dict(me, held=0, want=None, order=0))
             now = time.time()
             if grant := _room_reported(state, nbytes, capacity, now, since, "room", owner):
                 own.pop("room", None)

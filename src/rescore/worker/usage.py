@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rescore.model.builds import BuildStatus, cuda_ran, error_text
+from rescore.model.builds import BuildStatus, cuda_ran
 from rescore.model.outcomes import Outcome
 
 # aten ops that allocate, copy, cast or re-view memory: they compute nothing of the answer.
@@ -83,7 +83,7 @@ class ExtensionUse:
     volatile = True  # changes inside candidate calls: not part of the harness's snapshot
     loaded = 0
     opaque = 0  # libraries of torch ops (is_python_module=False) or of pybind classes: their calls are not counted
-    failed: list[tuple[str, str]] = []  # (BuildStatus, error) of each call that raised
+    failed: list[tuple[str, str]] = []  # (BuildStatus, its error's lines: builds.error_text) of each call that raised
     calls = 0
 
     @classmethod
@@ -130,7 +130,7 @@ def cuda_columns(row: dict, language: str, calls_before: int) -> dict:
     if ExtensionUse.calls > calls_before:
         status = BuildStatus.BUILT
     elif ExtensionUse.failed:
-        status, error = BuildStatus(ExtensionUse.failed[0][0]), error_text(ExtensionUse.failed[0][1])
+        status, error = BuildStatus(ExtensionUse.failed[0][0]), ExtensionUse.failed[0][1]
     elif ExtensionUse.opaque:
         status = BuildStatus.LOADED
     elif ExtensionUse.loaded:
