@@ -218,39 +218,76 @@ def test_inputs_past_the_large_draw_are_float32_normals_widened_and_seeded(monke
     assert torch.equal(big, big.to(torch.float32).to(torch.float64)) and not torch.equal(big, small)
 
 
-def test_a_case_past_the_large_draw_takes_its_shapes_from_the_meta_device(monkeypatch):
-    """A 2^31-element trigger skips the problem's own random draw (its values are replaced
-    anyway): no draw from the global generator, the same values on every call. An ordinary case
-    still calls `get_inputs()` as it always did."""
-    import torch
+def _case_inputs_of(problem_file: str):
+    """make_inputs(spec, draws=...) on a toy problem's module, as a worker loads it."""
     from conftest import toy_submission
 
     import rescore.worker.executor as ex
-    from rescore.inputs.seeds import sub_seed
-    from rescore.inputs.strategies import CaseSpec
     from rescore.worker import case_inputs
     from rescore.worker.protocol import job_of
 
     executor = ex.Executor("cpu", 1 << 20)
-    executor.load(job_of(toy_submission("problem_scale.py", "scale_correct.py")))
+    executor.load(job_of(toy_submission(problem_file, "scale_correct.py")))
+
+    def make_inputs(spec, draws: bool = False) -> tuple[list, list]:
+        return case_inputs.make_inputs(executor.loaded.problem, executor.loaded.schema, "cpu", spec, draws=draws)
+
+    return make_inputs
+
+
+def test_a_refilled_case_takes_its_shapes_from_the_meta_device_with_the_values_of_the_draw(monkeypatch):
+    """The problem's own random draw is thrown away when the value class refills every input: no
+    draw from the global generator then (a trigger past LARGE_DRAW, an ordinary case alike), and the
+    same values as the draw's. A decoy the candidate is called on right after (`draws=True`, no
+    reseed between) draws as the problem always did, for a candidate that reads the generator."""
+    import torch
+
+    from rescore.inputs.seeds import sub_seed
+    from rescore.inputs.strategies import CaseSpec
+    from rescore.worker import case_inputs
+
+    make_inputs = _case_inputs_of("problem_scale.py")
     spec = CaseSpec("trigger", 5, "float32", {"batch_size": 8, "dim": 1024}, "normal", "contiguous")
 
-    def make_inputs(spec: CaseSpec) -> tuple[list, list]:
-        return case_inputs.make_inputs(executor.loaded.problem, executor.loaded.schema, "cpu", spec)
-
-    def generator_after_inputs() -> torch.Tensor:
-        make_inputs(spec)
+    def generator_after_inputs(draws: bool) -> torch.Tensor:
+        make_inputs(spec, draws)
         return torch.random.get_rng_state()
 
     torch.default_generator.manual_seed(sub_seed(spec.seed, "get_inputs"))
     untouched = torch.random.get_rng_state()
-    assert not torch.equal(generator_after_inputs(), untouched)  # ordinary: get_inputs() drew
+    assert not torch.equal(generator_after_inputs(True), untouched)  # get_inputs() drew
+    drawn = make_inputs(spec, True)[0][0]
+    assert torch.equal(generator_after_inputs(False), untouched)  # shapes from meta, no draw
     ordinary = make_inputs(spec)[0][0]
     monkeypatch.setattr(case_inputs, "LARGE_DRAW", 1024)
-    assert torch.equal(generator_after_inputs(), untouched)  # large: shapes from meta, no draw
+    assert torch.equal(generator_after_inputs(True), untouched)  # large: from meta even so
     large = make_inputs(spec)[0][0]
-    assert large.shape == ordinary.shape and large.dtype == torch.float64
-    assert torch.equal(large, make_inputs(spec)[0][0]) and torch.equal(ordinary, large)
+    assert large.shape == ordinary.shape == drawn.shape and large.dtype == torch.float64
+    assert torch.equal(drawn, ordinary) and torch.equal(ordinary, large)
+    native = CaseSpec("default", 5, "float32", {"batch_size": 8, "dim": 1024}, "native", "contiguous")
+    monkeypatch.undo()
+    assert torch.equal(make_inputs(native)[0][0], make_inputs(native, True)[0][0])  # the problem's own values
+
+
+def test_init_inputs_that_draw_see_the_generator_as_the_problems_draw_leaves_it(tmp_path, monkeypatch):
+    """A problem whose get_init_inputs() draws from the global generator gets the same init inputs
+    whether or not its get_inputs() could run on the meta device: the meta shapes are dropped and the
+    problem draws as usual."""
+    import conftest
+    import torch
+
+    from rescore.inputs.strategies import CaseSpec
+
+    source = (conftest.TOY / "problem_scale.py").read_text().replace(
+        "def get_init_inputs():\n    return []", "def get_init_inputs():\n    return [torch.rand(3)]")
+    assert "torch.rand(3)" in source
+    (tmp_path / "problem_scale_init.py").write_text(source)
+    (tmp_path / "scale_correct.py").write_text((conftest.TOY / "scale_correct.py").read_text())
+    monkeypatch.setattr(conftest, "TOY", tmp_path)
+    make_inputs = _case_inputs_of("problem_scale_init.py")
+    spec = CaseSpec("default", 7, "float32", {"batch_size": 4, "dim": 64}, "normal", "contiguous")
+    (values, init), (drawn_values, drawn_init) = make_inputs(spec), make_inputs(spec, True)
+    assert torch.equal(values[0], drawn_values[0]) and torch.equal(init[0], drawn_init[0])
 
 
 def test_the_statement_names_ops_never_tested_past_the_benchmarks_size():

@@ -172,7 +172,8 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
         with torch.no_grad():
             for r in range(repeat - 1):  # earlier calls on other values of the same shape
                 with phases("decoy_values"):
-                    earlier = case_inputs.decoy_values(problem, schema, device, spec, tdtype, f"decoy{r}")
+                    earlier = case_inputs.decoy_values(problem, schema, device, spec, tdtype, f"decoy{r}",
+                                                       draws=True)
                 guard.call(model, *case_inputs.candidate_inputs(earlier, spec.layout))
             if decoy is not None:
                 decoy_start = time.perf_counter()

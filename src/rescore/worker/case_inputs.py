@@ -12,6 +12,7 @@ import functools
 import hashlib
 import random
 import types
+import weakref
 from dataclasses import replace
 
 import torch
@@ -77,15 +78,28 @@ def held_draw(problem: types.ModuleType, schema: OpSchema, budget: int, strategy
     return replace(spec, sizes=fit_budget(sizes, schema, numel, size_budget(schema, budget)))
 
 
-def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: CaseSpec) -> tuple[list, list]:
-    """(inputs at float64 holding the dtype-rounded values, init inputs) for one case."""
+def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: CaseSpec, *,
+                draws: bool = False) -> tuple[list, list]:
+    """(inputs at float64 holding the dtype-rounded values, init inputs) for one case.
+
+    Where the case's value class replaces every value `get_inputs()` makes, its shapes come from the
+    meta device (`refilled_on_meta`): the problem's own random draw, thrown away, was most of a
+    case's inputs (about 1.6 ms a call for 389K elements on an H100's host). `draws`: a call of the
+    candidate follows with no reseed between (a decoy after the model was built), so the global
+    generators must advance as that draw advances them: the problem then draws as it always did."""
     tdtype = torch_dtype(spec.dtype)
+    seed = sub_seed(spec.seed, "get_inputs")
     with bound_sizes(problem, spec.sizes):
-        seed_generators(device, sub_seed(spec.seed, "get_inputs"))
+        seed_generators(device, seed)
         base = large_inputs_on_meta(problem, spec)
-        if base is None:
+        if base is not None:
+            init = problem.get_init_inputs()
+        else:
+            base, init = ([], []) if draws else refilled_on_meta(problem, spec, device)
+        if not base:
+            seed_generators(device, seed)
             base = problem.get_inputs()
-        init = problem.get_init_inputs()
+            init = problem.get_init_inputs()
     gen = torch.Generator().manual_seed(sub_seed(spec.seed, "fill"))
     inputs = []
     for i, x in enumerate(base):
@@ -100,20 +114,60 @@ def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: 
 def large_inputs_on_meta(problem: types.ModuleType, spec: CaseSpec) -> list | None:
     """`get_inputs()` on the meta device, for a case past values.LARGE_DRAW elements whose inputs
     are all floating and all refilled by the case's value class: the problem's own random
-    draw is thrown away, and for a 2^31-element trigger it took about 11 s on one core. None
-    (draw as usual) for every other case, so ordinary seeds keep their values. Only a trigger
+    draw is thrown away, and for a 2^31-element trigger it took about 11 s on one core; taken even
+    where the generators' state after the draw matters (`make_inputs`' `draws`). Only a trigger
     goes past the fuzz budget (2^20 elements at most), so only a trigger looks (0.1 ms a case)."""
     if spec.strategy != "trigger" or spec.values == "native":
+        return None
+    base = shapes_on_meta(problem)
+    if base is None:
+        return None
+    return base if max(x.numel() for x in base if isinstance(x, torch.Tensor)) > LARGE_DRAW else None
+
+
+# Problems whose `get_inputs()` cannot give its shapes on the meta device (it fails there, or makes a
+# tensor that is not floating, whose values are the problem's): they draw as usual from then on.
+_DRAWS_ITS_OWN: weakref.WeakSet = weakref.WeakSet()
+
+
+def shapes_on_meta(problem: types.ModuleType) -> list | None:
+    """`get_inputs()` on the meta device where every tensor it makes is floating (values a case's
+    value class replaces); None where it makes none, another kind, or cannot run there."""
+    if problem in _DRAWS_ITS_OWN:
         return None
     try:
         with torch.device("meta"):
             base = problem.get_inputs()
     except Exception:  # noqa: BLE001 - a factory that cannot run on meta draws as usual
-        return None
-    tensors = [x for x in base if isinstance(x, torch.Tensor)]
+        base = None
+    tensors = [x for x in base or [] if isinstance(x, torch.Tensor)]
     if not tensors or any(not x.is_floating_point() for x in tensors):
+        _DRAWS_ITS_OWN.add(problem)
         return None
-    return base if max(x.numel() for x in tensors) > LARGE_DRAW else None
+    return base
+
+
+def refilled_on_meta(problem: types.ModuleType, spec: CaseSpec, device: str) -> tuple[list, list]:
+    """(`get_inputs()` on the meta device, `get_init_inputs()`) for a case whose value class refills
+    every input, the values exactly those of the problem's own draw: the fill has its own generator,
+    and the init inputs are taken only where making them draws nothing from the global generators
+    (else `([], [])`: draw as usual, and they see the generators as that draw leaves them)."""
+    base = shapes_on_meta(problem) if spec.values != "native" else None
+    if base is None:
+        return [], []
+    before = generator_states(device)
+    init = problem.get_init_inputs()
+    if not all(torch.equal(a, b) for a, b in zip(before, generator_states(device))):
+        return [], []
+    return base, init
+
+
+def generator_states(device: str) -> list[torch.Tensor]:
+    """The global generators' states that `seed_generators` sets: the CPU's, and the device's."""
+    states = [torch.default_generator.get_state()]
+    if device == "cuda":
+        states += [g.get_state() for g in torch.cuda.default_generators]
+    return states
 
 
 def candidate_inputs(values: list, layout: str) -> list:
@@ -127,10 +181,11 @@ def candidate_inputs(values: list, layout: str) -> list:
 
 
 def decoy_values(problem: types.ModuleType, schema: OpSchema, device: str, spec: CaseSpec, tdtype: torch.dtype,
-                 name: str) -> list:
-    """Inputs of the same sizes with other values (a second draw of the case's strategy)."""
+                 name: str, *, draws: bool = False) -> list:
+    """Inputs of the same sizes with other values (a second draw of the case's strategy); `draws` as
+    in `make_inputs`."""
     decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, name), spec.dtype, spec.sizes, spec.values, spec.layout)
-    return lowp(make_inputs(problem, schema, device, decoy)[0], tdtype, device)
+    return lowp(make_inputs(problem, schema, device, decoy, draws=draws)[0], tdtype, device)
 
 
 def refill(tensors: list, values: list) -> None:

@@ -102,7 +102,8 @@ def _calls(ctx: WorkerContext, trace: CaseTrace, where: str, case: tuple | None)
     counter = experiments.counted_graph_replays if ctx.device == "cuda" else contextlib.nullcontext
     values, calls, held = [], [], []  # every call's inputs stay alive too: no address is handed out again
     for i in range(STATEFUL_CALLS):
-        values.append(case_inputs.decoy_values(problem, schema, ctx.device, trace.spec, trace.tdtype, f"stateful{i}"))
+        values.append(case_inputs.decoy_values(problem, schema, ctx.device, trace.spec, trace.tdtype, f"stateful{i}",
+                                                  draws=True))
         calls.append(again(ctx, trace, counter, values=values[i], model=model))
         for k, (outs, copies) in enumerate(held):
             changed = [m for m, (x, x0) in enumerate(zip(outs, copies)) if not judge.same(x, x0)]
