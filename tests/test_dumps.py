@@ -793,6 +793,33 @@ def test_a_prebuilt_load_inline_call_imports_its_library_and_any_other_call_buil
     assert [n["by"] for n in notes[:2]] == ["compiler", "candidate"]  # its call's limit paused, then afresh
 
 
+@pytest.mark.skipif(shutil.which("ninja") is None or shutil.which("c++") is None, reason="needs ninja and c++")
+def test_a_shards_build_compiles_one_source_at_a_time_and_stops_at_the_first_failure(tmp_path):
+    """A check shard's build compiles one source at a time (`stages.SHARD_COMPILE_JOBS`): a build whose
+    first source fails never starts its second, as a binding that cannot compile (torch compiles it
+    first) never starts the nvcc beside it. With two at a time both run, the second to its end. Two
+    C++ sources without torch's headers stand in: the build machinery is the same."""
+    from rescore import stages
+    from rescore.engine.cuda_build import prebuild
+    from rescore.model.records import Problem, Submission
+
+    source = (
+        "import pathlib\nfrom torch.utils.cpp_extension import load\n\n"
+        'pathlib.Path("bad.cpp").write_text("#error the binding does not compile\\n")\n'
+        'pathlib.Path("second.cpp").write_text("int second() { return 2; }\\n")\n'
+        'ext = load(name="two_sources", sources=["bad.cpp", "second.cpp"])\n'
+    )
+
+    def second_compiled(jobs: int, root: Path) -> bool:
+        sub = Submission("two", Problem("p", "", "p.py"), source, "two.py", language="cuda")
+        table = prebuild([sub], "cuda", root, compile_jobs=jobs)
+        assert table["status"].tolist() == ["compile_failed"]
+        return any(root.rglob("second.o"))
+
+    assert stages.SHARD_COMPILE_JOBS == 1 and not second_compiled(1, tmp_path / "one")
+    assert second_compiled(2, tmp_path / "two")
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ninja") is None and shutil.which("c++") is None, reason="needs ninja and c++")
 def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):

@@ -157,6 +157,7 @@ def test_a_shards_cuda_builds_run_beside_its_other_submissions(tmp_path, monkeyp
     plain_ran, events = threading.Event(), []
 
     def build(manifests, device, out, **kw):  # a build that is still running when the plain one has run
+        assert kw["compile_jobs"] == stages.SHARD_COMPILE_JOBS  # one compile at a time: a core a shard
         assert plain_ran.wait(60), "the plain submission did not run while the build ran"
         table = cuda_build._frame([cuda_build._row(cuda, {"status": "no_build", "ok": True, "seconds": 7.5})])
         write_parquet(table, out)

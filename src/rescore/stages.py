@@ -49,6 +49,12 @@ from rescore.static.study import run_study, static_figures
 
 log = logging.getLogger("rescore")
 BUILD_TIMEOUT_S = 1800.0  # one CUDA C build in a check shard, cold
+# Compiles at a time in each of a check shard's CUDA C builds (ninja's MAX_JOBS): the shards share the
+# machine's cores, a core each, and one at a time ninja starts no second compile after a failed first.
+# Torch writes the binding (main.cpp, g++) before the CUDA source (nvcc), so a binding that cannot
+# compile (most of CUDA-L1's failing builds: `cpp_sources=""` beside a `functions` list) costs its
+# g++ alone, not also an nvcc run beside it to its end.
+SHARD_COMPILE_JOBS = 1
 # The check shard's log lines that the tools read back (bench/phases.py, tools/shard_costs.py,
 # tools/by_minute.py): its start (`shard K of N: ...`) and each submission's end (`NAME: N cases, ...`).
 SHARD_LOG_LINE = re.compile(r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO "
@@ -144,10 +150,11 @@ def run_shard(
     try:
         if out_builds:
             worker.prestart()  # its start runs beside the builds
-            # Every source of the shard at once: a build is two compiles and a link whatever MAX_JOBS
-            # says, so one after another left cores idle while the shard's first case waited for them all.
+            # Every source of the shard at once, each build's compiles one after another
+            # (SHARD_COMPILE_JOBS).
             building = builder.submit(write_builds, [manifest], cfg.device, out_builds, jobs=None,
-                                      timeout_s=BUILD_TIMEOUT_S, gpus=1, only={s.submission_id for s in mine})
+                                      timeout_s=BUILD_TIMEOUT_S, gpus=1, only={s.submission_id for s in mine},
+                                      compile_jobs=SHARD_COMPILE_JOBS)
         for sub in mine:
             if sub.submission_id in cuda and building is not None:
                 waiting = time.monotonic()

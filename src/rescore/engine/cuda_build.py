@@ -192,9 +192,11 @@ def prebuild(
     jobs: int | None = None,
     timeout_s: float = 1800.0,
     gpus: int = 1,
+    compile_jobs: int | None = None,
 ) -> pd.DataFrame:
     """Build every CUDA submission's extensions (each distinct source once, `jobs` at a time; the
-    i-th source's test load on GPU slot i % gpus).
+    i-th source's test load on GPU slot i % gpus; `compile_jobs` compiles at a time in each build,
+    ninja's MAX_JOBS: by default the machine's cores over the builds at a time).
 
     One row per CUDA submission: status loaded | compile_failed | load_failed | no_build (imported,
     but it builds nothing at import: it will build in the check stage) | failed | skipped (no GPU),
@@ -223,7 +225,7 @@ def prebuild(
     for s in cuda:
         problems.setdefault(s.source, s.problem.source)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources) or 1))
-    max_jobs = max(1, (os.cpu_count() or 1) // jobs)
+    max_jobs = compile_jobs or max(1, (os.cpu_count() or 1) // jobs)
     key = build_key()
     log.info("prebuilding %d CUDA sources (%d submissions), %d at a time, in %s", len(sources), len(cuda), jobs, folder)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -269,14 +271,16 @@ def write_builds(
     timeout_s: float = 1800.0,
     gpus: int = 1,
     only: set[str] | None = None,
+    compile_jobs: int | None = None,
 ) -> pd.DataFrame:
     """Build the CUDA submissions of the manifests (`only`: of these submission ids), write the builds
-    table (a check shard builds its own submissions first: `stages.run_shard`)."""
+    table (a check shard builds its own submissions first: `stages.run_shard`); `compile_jobs` as in
+    `prebuild`."""
     from rescore.model.tables import SCHEMAS, write_parquet
     from rescore.runtime.device import resolve_device
 
     subs = [s for s in read_manifests(manifests) if only is None or s.submission_id in only]
-    df = prebuild(subs, resolve_device(device), root, jobs, timeout_s, gpus)
+    df = prebuild(subs, resolve_device(device), root, jobs, timeout_s, gpus, compile_jobs)
     write_parquet(df, out, "cuda_builds" if "cuda_builds" in SCHEMAS else None)
     failed = int(df["status"].isin([BuildStatus.FAILED, BuildStatus.COMPILE_FAILED, BuildStatus.LOAD_FAILED]).sum())
     log.info("CUDA builds: %s", df["status"].value_counts().to_dict())
