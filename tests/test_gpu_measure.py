@@ -153,7 +153,8 @@ def test_submissions_by_minute_from_the_shards_logs_and_the_steps_start(tmp_path
 
 def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memory(tmp_path):
     """tools/harness_faults.py reads the retry lines as the sandbox writes them (`RETRY_LINE`, `NO_ROOM`):
-    handed back, once the device had room (with the wait), alone (with the wait for the running requests)."""
+    handed back, once the device had room (with the wait), alone (with the wait for the running requests);
+    and the timeouts tried again with a longer limit, by how they ended (`CONFIRM_LINE`)."""
     import pandas as pd
 
     from rescore.engine.sandbox import ALONE, HANDED_BACK, NO_ROOM, ROOM
@@ -172,6 +173,10 @@ def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memor
         f"{NO_ROOM}gpu-0 after 60.0 s for 9.25 GiB (a request that asked for 8.00 GiB)",
         f"retried {ALONE} on gpu-0 (out of memory in the reference: x): pass; 212.9 s, 167.2 s of it waiting for the "
         "running requests",
+        "timed out at its call's limit of 5.12 s beside 14 other workers' requests; tried again with 4x the "
+        "limit: pass; 9.3 s",
+        "timed out at its call's limit of 5.3 s beside 9 other workers' requests; tried again with 4x the "
+        "limit: timeout; 23.0 s",
     ])) + "\n")
     r = subprocess.run([sys.executable, str(REPO / "tools" / "harness_faults.py"), str(tmp_path / "results")],
                        capture_output=True, text=True, timeout=120)
@@ -182,3 +187,5 @@ def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memor
     assert f"requests retried {ALONE}: 1, ending {{'pass': 1}}" in out
     assert "the retries alone took 213 s, 167 s of it waiting for the running requests" in out
     assert "waits for room before a retry alone: 2 found it in 6 s (longest 5 s), 1 did not" in out
+    assert ("timeouts at a call's limit beside other workers, tried again with a longer limit: 2, ending "
+            "{'pass': 1, 'timeout': 1}") in out

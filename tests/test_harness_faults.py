@@ -336,3 +336,55 @@ def test_a_pipeline_stage_on_cuda_without_cuda_stops_with_that_line_not_per_case
     with pytest.raises(DeviceUnavailable, match="^device cuda cannot run here"):
         config = dict(yaml.safe_load((REPO / "config" / "config.yaml").read_text()), device="cuda")
         stages.run_shard("unused/manifest.json", 0, 1, config, "unused.parquet", "unused.parquet", "unused")
+
+
+def _beside_another_worker(tmp_path: Path, others: bool) -> Worker:
+    """A CPU worker whose ledger has a capacity (as a GPU's), with another live worker holding 1 GiB
+    of it when `others`."""
+    share = DeviceShare("cpu", capacity=8 << 30, folder=tmp_path)
+    if others:
+        Ledger(tmp_path, "host").reserve("other", 1 << 30, 8 << 30)
+    return Worker("cpu", 1 << 15, share=share)
+
+
+def test_a_timeout_at_its_calls_limit_beside_other_workers_is_tried_again_with_a_longer_limit(tmp_path, caplog):
+    """A correct kernel whose first call takes 3 s, against a call limit of 1 s: beside another worker
+    holding the device's memory, its timeout is tried again with CONFIRM_FACTOR times the limit, and
+    the case is judged on that try (the line says so); alone on the device the timeout is the
+    kernel's at once, as before."""
+    from rescore.engine.sandbox import CONFIRM_FACTOR, CONFIRM_LINE
+
+    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60, call_floor_s=1.0,
+                    load_timeout_s=300)
+    assert CONFIRM_FACTOR * cfg.call_floor_s > 3.0
+    worker = _beside_another_worker(tmp_path / "shared", others=True)
+    try:
+        with caplog.at_level(logging.INFO, logger="rescore"):
+            rows = run_submission(stand_in("slow_first_call.py"), cfg, worker)
+    finally:
+        worker.stop()
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3, [r.get("reason") for r in rows]
+    found = [m for r in caplog.records if (m := CONFIRM_LINE.search(r.getMessage()))]
+    assert [m.group(3) for m in found] == ["pass"] and "beside 1 other workers' requests" in found[0].group(1)
+    alone = _beside_another_worker(tmp_path / "alone", others=False)
+    try:
+        rows = run_submission(stand_in("slow_first_call.py"), cfg, alone)
+    finally:
+        alone.stop()
+    assert rows[0]["outcome"] == Outcome.TIMEOUT and "tried again" not in rows[0]["reason"]
+
+
+def test_a_hang_beside_other_workers_is_a_timeout_at_the_longer_limit_too(tmp_path):
+    """The kernel that never returns: tried again beside other workers, its timeout stands, its reason
+    saying that the first try's limit was shorter."""
+    from test_stragglers import hack
+
+    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60, call_floor_s=1.0,
+                    load_timeout_s=300)
+    worker = _beside_another_worker(tmp_path, others=True)
+    try:
+        rows = run_submission(hack("infinite_loop"), cfg, worker)
+    finally:
+        worker.stop()
+    assert rows[0]["outcome"] == Outcome.TIMEOUT and 3.9 < rows[0]["limit_s"] < 4.5
+    assert "tried again with 4x the limit: the first try's, 1" in rows[0]["reason"]

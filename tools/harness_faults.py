@@ -11,7 +11,9 @@ device reported room for them, or with the device to themselves, as a worker kil
 harness did not send is too), how they ended, how long the waits for room took and how long the
 retries alone stopped the device, how long workers waited for memory, and how many of those waits
 found the others holding more than the ledger's capacity (granted past its wait limit: a ledger over
-capacity), how the waits ended and how many reservations the device's measured free memory granted.
+capacity), how the waits ended and how many reservations the device's measured free memory granted;
+and how the timeouts at a call's own limit beside other workers ended when tried again with a longer
+limit (`sandbox.confirms_timeout`): an answer then was the device's other work, not a hang.
 A run on one GPU with many shards checks the sharing with it.
 """
 
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.engine.sandbox import ALONE, HANDED_BACK, NO_ROOM, RETRY_LINE, ROOM
+from rescore.engine.sandbox import ALONE, CONFIRM_LINE, HANDED_BACK, NO_ROOM, RETRY_LINE, ROOM
 from rescore.model.oom import OOM_MARKERS
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 
@@ -86,6 +88,7 @@ def main() -> None:
     free_grants = 0  # reservations granted on the device's measured free memory (`Ledger.note_free`)
     over, told = 0, 0  # waits while the others held more than the capacity; waits whose line says
     ratios: list[float] = []  # traced / measured reference peak, per submission
+    confirmed: Counter = Counter()  # how the timeouts tried again with a longer limit ended
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
             if m := RETRY_LINE.search(line):
@@ -97,6 +100,8 @@ def main() -> None:
                     room_waits.append(float(m.group(6)))
             elif NO_ROOM in line:
                 no_room += 1
+            elif m := CONFIRM_LINE.search(line):
+                confirmed[m.group(3)] += 1
             elif m := WAITED.search(line):
                 waits.append(float(m.group(1)))
                 how = HOW.search(line)
@@ -125,6 +130,9 @@ def main() -> None:
                  else "the lines do not say what the others held (a run older than that part of the log line)"))
         print(f"  granted: {dict(granted)}")
     print(f"reservations granted on the device's measured free memory: {free_grants}")
+    if confirmed:
+        print(f"timeouts at a call's limit beside other workers, tried again with a longer limit: "
+              f"{sum(confirmed.values())}, ending {dict(confirmed)}")
     if ratios:
         ratios.sort()
         print(f"traced / measured reference peak, {len(ratios)} submissions: median {ratios[len(ratios) // 2]:.2f}, "

@@ -23,9 +23,10 @@ every case; neither changes its verdict after the first few. So, per submission:
   a floor plus a factor times the float64 reference's own time at those sizes (the worker measures
   it before the candidate runs and tells the parent: `worker/turns.py`). A hang costs seconds, not
   the per-case timeout, and is a `timeout` like any other: the limit is set by the work the case
-  asks for, not by the run's patience. The harness's own work (the reference at the benchmark's
-  sizes on a slow machine) has only the per-case timeout, and past it is `skipped` as a limit of
-  the machine, never blamed on the kernel.
+  asks for, not by the run's patience (beside other workers on a GPU, only once a try with a longer
+  limit timed out too: `sandbox.confirms_timeout`). The harness's own work (the reference at the
+  benchmark's sizes on a slow machine) has only the per-case timeout, and past it is `skipped` as a
+  limit of the machine, never blamed on the kernel.
 - after a case timed out, the next ones run with a shorter timeout (`timeout_s`): a hang is seen
   for what it is in seconds. A case that answers within it is judged as usual, and the full
   timeout is back for the case after it. One that does not is not judged (`skipped`, never a

@@ -159,6 +159,11 @@ class DeviceShare:
         assert self.capacity is not None, "no capacity: nothing reserved, no report of free memory to wait for"
         return self.ledger.await_room(self.owner, need, self.capacity, ROOM_WAIT_S)
 
+    def others_holding(self) -> int:
+        """How many other live workers hold some of the device's memory now (0 where none is reserved:
+        a CPU, a worker alone on its device)."""
+        return self.ledger.others(self.owner)[1] if self.capacity is not None else 0
+
     def release(self) -> None:
         if self.held:
             self.ledger.release(self.owner)
