@@ -52,7 +52,8 @@ if [ -n "${RESCORE_CUDA_CACHE_TGZ:-}" ] && [ ! -d "$RESCORE_CUDA_CACHE" ]; then
   cat $RESCORE_CUDA_CACHE_TGZ | tar -xz -C /tmp
 fi
 mkdir -p "$WORK"
-{ date -u; nvidia-smi -L; nproc; "$PYTHON" -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"; compute-sanitizer --version | tail -1; } > "$WORK/machine.txt" 2>&1
+# the host's CPU model too: the harness's time is mostly the CPU's, and hosts of one GPU kind differ
+{ date -u; nvidia-smi -L; nproc; grep -m1 "model name" /proc/cpuinfo; "$PYTHON" -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"; compute-sanitizer --version | tail -1; } > "$WORK/machine.txt" 2>&1
 
 if ! { [ -f "$WORK/driver.pid" ] && kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; } && [ ! -f "$WORK/all.done" ]; then
   setsid nohup bash scripts/gpu/gpu_lease_steps.sh > "$WORK/driver.out" 2>&1 < /dev/null &
