@@ -297,3 +297,37 @@ def test_an_output_finite_everywhere_is_judged_as_its_finite_part_of_a_masked_on
         masked_o, masked_t, "float32", masked_slack, 16, False)
     assert max_finite_error(lp, t) == max_finite_error(masked_lp, masked_t)
     assert max_abs_finite(t) == max_abs_finite(masked_t)
+
+
+def test_the_policy_ratios_are_those_of_the_bounds_written_out(monkeypatch):
+    """`policy_ratios` builds each bound in one buffer and reads the maxima once: bit for bit the
+    ratio of the error to `atol + rtol * |truth| (+ slack)` as written out, for every policy and
+    dtype, with a tensor slack (a linear op's), non-finite elements masked, and in chunks."""
+    from rescore.model.tolerances import FIXED_POLICIES
+    from rescore.oracle import compare as cmp_mod
+    from rescore.oracle.tolerance import accumulation_eps, policy_ratios, torch_dtype
+
+    def written_out(out, truth, dtype, slack, reduction_len, tols):
+        o, t = out.reshape(-1).to(torch.float64), truth.reshape(-1).to(torch.float64)
+        both = torch.isfinite(o) & torch.isfinite(t)
+        err, mag = (o - t).abs()[both], t.abs()[both]
+        s = slack.reshape(-1)[both] if isinstance(slack, torch.Tensor) else slack
+        info = torch.finfo(torch_dtype(dtype))
+        scale = accumulation_eps(dtype) * float(mag.max()) * max(1, reduction_len) ** 0.5
+        found = {name: float((err / (table[dtype][0] + table[dtype][1] * mag)).max())
+                 for name, table in FIXED_POLICIES.items()}
+        found["reference-lowp"] = float((err / (tols[0] + tols[1] * mag + s)).max())
+        found["calibrated-base"] = float((err / (float(info.eps) * mag + scale + float(info.smallest_normal))).max())
+        return found
+
+    g = torch.Generator().manual_seed(3)
+    t = torch.randn(40, 300, generator=g, dtype=torch.float64) * 10
+    for dtype in ("float32", "float16", "bfloat16"):
+        out = (t + torch.randn(40, 300, generator=g, dtype=torch.float64) * 1e-3).to(torch_dtype(dtype))
+        out[5, 5] = math.inf
+        slack = torch.rand(40, 300, generator=g, dtype=torch.float64) * 1e-4
+        for s in (0.0, 2e-3, slack):
+            want = written_out(out, t, dtype, s, 77, (1e-5, 1.3e-6))
+            assert policy_ratios(out, t, dtype, s, 77, False, (1e-5, 1.3e-6)) == want
+    monkeypatch.setattr(cmp_mod, "CHUNK_ELEMENTS", 1000)
+    assert policy_ratios(out, t, "bfloat16", slack, 77, False, (1e-5, 1.3e-6)) == want
