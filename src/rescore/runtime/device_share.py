@@ -274,6 +274,11 @@ def holder_id() -> dict:
     return {"pid": os.getpid(), "start": _start_time(os.getpid())}
 
 
+def _entry(entries: dict[str, dict], owner: str, me: dict) -> dict:
+    """`owner`'s entry in the ledger, a fresh one (nothing held, nothing wanted) where it has none."""
+    return entries.setdefault(owner, dict(me, held=0, want=None, order=0))
+
+
 def _alive(entry: dict) -> bool:
     start = _start_time(int(entry.get("pid", 0)))
     return start is not None and (not entry.get("start") or not start or start == entry["start"])
@@ -346,9 +351,7 @@ class Ledger:
 
         def attempt(state: dict) -> Grant | None:
             entries = state["entries"]
-            own = entries.get(owner)
-            if own is None:
-                own = entries[owner] = dict(me, held=0, want=None, order=0)
+            own = _entry(entries, owner, me)
             if nbytes <= own["held"]:
                 return granted(state, Grant("held"))
             if own["want"] is None:
@@ -371,7 +374,7 @@ class Ledger:
             return None
 
         def at_limit(state: dict) -> Grant:
-            state["entries"].setdefault(owner, dict(me, held=0, want=None, order=0))
+            _entry(state["entries"], owner, me)
             return granted(state, Grant("limit"))
 
         while (grant := self._edit(attempt)) is None:
@@ -394,7 +397,7 @@ class Ledger:
             entries = state["entries"]
             if not any(k != owner for k in entries):
                 return False
-            own = entries.setdefault(owner, dict(me, held=0, want=None, order=0))
+            own = _entry(entries, owner, me)
             now = time.time()
             if grant := _room_reported(state, nbytes, capacity, now, since, "room", owner):
                 own.pop("room", None)
