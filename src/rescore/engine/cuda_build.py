@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.engine.gpus import shard_slot, worker_gpu
-from rescore.model.builds import ERROR_CHARS, BuildStatus, error_text, stages
+from rescore.model.builds import ERROR_CHARS, BuildStatus, error_text, exception_error, stages
 from rescore.model.records import Submission, content_hash, read_manifests
 from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
 
@@ -313,7 +313,7 @@ def _import_for_build(path: str, problem: str | None = None) -> None:
                 result = _original(*args, **kwargs)
             except Exception as exc:
                 status = BuildStatus.LOAD_FAILED if _library_in(name) else BuildStatus.COMPILE_FAILED
-                failures.append([name, fingerprint, status.value, error_text(f"{type(exc).__name__}: {exc}")])
+                failures.append([name, fingerprint, status.value, exception_error(exc)])
                 raise
             loaded.append(name)
             if fingerprint is not None:

@@ -74,3 +74,8 @@ def error_text(output: str) -> str:
     compiler = [ln for ln in lines if "error:" in ln or "error :" in ln][:40]
     text = "\n".join(raised + [ln for ln in compiler if ln not in raised]) or "\n".join(lines[-30:])
     return text[-ERROR_CHARS:]
+
+
+def exception_error(exc: BaseException) -> str:
+    """`error_text` of a build's exception, its type named (a `load_inline` that raised)."""
+    return error_text(f"{type(exc).__name__}: {exc}")

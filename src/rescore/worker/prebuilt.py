@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rescore.model.builds import BuildStatus, error_text
+from rescore.model.builds import BuildStatus, exception_error
 from rescore.runtime.extensions import CALLS, MARKER, build_key, call_fingerprint, extensions_dir
 from rescore.worker.usage import ExtensionUse, counted
 
@@ -106,8 +106,7 @@ def _load_inline_prebuilt(original):
                     module = cpp_extension._import_module_from_library(module_name, str(path), is_python_module)
                 return counted(module)
             except Exception as exc:
-                error = error_text(f"{type(exc).__name__}: {exc}")
-                ExtensionUse.failed.append((BuildStatus.LOAD_FAILED.value, error))
+                ExtensionUse.failed.append((BuildStatus.LOAD_FAILED.value, exception_error(exc)))
                 raise
         result = _recorded(original, args, kwargs)
         _remember(original, args, kwargs)
@@ -136,8 +135,7 @@ def _recorded(original, args: tuple, kwargs: dict):
         with _compiler_turn():
             return original(*args, **kwargs)
     except Exception as exc:
-        ExtensionUse.failed.append((_failed_stage(original, args, kwargs).value,
-                                    error_text(f"{type(exc).__name__}: {exc}")))
+        ExtensionUse.failed.append((_failed_stage(original, args, kwargs).value, exception_error(exc)))
         raise
 
 
