@@ -83,20 +83,25 @@ def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: 
     """(inputs at float64 holding the dtype-rounded values, init inputs) for one case.
 
     Where the case's value class replaces every value `get_inputs()` makes, its shapes come from the
-    meta device (`refilled_on_meta`): the problem's own random draw, thrown away, was most of a
-    case's inputs (about 1.6 ms a call for 389K elements on an H100's host). `draws`: a call of the
-    candidate follows with no reseed between (a decoy after the model was built), so the global
-    generators must advance as that draw advances them: the problem then draws as it always did."""
+    meta device (`shapes_on_meta`): the problem's own random draw, thrown away, was most of a case's
+    inputs (about 1.6 ms a call for 389K elements on an H100's host), and for a 2^31-element trigger
+    it took about 11 s on one core. The values are exactly the draw's (the fill has its own
+    generator); the init inputs are taken so only where making them draws nothing from the global
+    generators (`init_without_draws`). `draws`: a call of the candidate follows with no reseed between
+    (a decoy after the model was built), so the generators must advance as the problem's draw
+    advances them: it then draws as it always did, a trigger past values.LARGE_DRAW elements
+    excepted."""
     tdtype = torch_dtype(spec.dtype)
     seed = sub_seed(spec.seed, "get_inputs")
     with bound_sizes(problem, spec.sizes):
         seed_generators(device, seed)
-        base = large_inputs_on_meta(problem, spec)
-        if base is not None:
+        base = shapes_on_meta(problem) if spec.values != "native" else None
+        init = None
+        if base is not None and past_large_draw(spec, base):
             init = problem.get_init_inputs()
-        else:
-            base, init = ([], []) if draws else refilled_on_meta(problem, spec, device)
-        if not base:
+        elif base is not None and not draws:
+            init = init_without_draws(problem, device)
+        if init is None:
             seed_generators(device, seed)
             base = problem.get_inputs()
             init = problem.get_init_inputs()
@@ -111,18 +116,11 @@ def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: 
     return inputs, init
 
 
-def large_inputs_on_meta(problem: types.ModuleType, spec: CaseSpec) -> list | None:
-    """`get_inputs()` on the meta device, for a case past values.LARGE_DRAW elements whose inputs
-    are all floating and all refilled by the case's value class: the problem's own random
-    draw is thrown away, and for a 2^31-element trigger it took about 11 s on one core; taken even
-    where the generators' state after the draw matters (`make_inputs`' `draws`). Only a trigger
-    goes past the fuzz budget (2^20 elements at most), so only a trigger looks (0.1 ms a case)."""
-    if spec.strategy != "trigger" or spec.values == "native":
-        return None
-    base = shapes_on_meta(problem)
-    if base is None:
-        return None
-    return base if max(x.numel() for x in base if isinstance(x, torch.Tensor)) > LARGE_DRAW else None
+def past_large_draw(spec: CaseSpec, base: list) -> bool:
+    """A trigger whose largest input is past values.LARGE_DRAW elements: its shapes come from the meta
+    device even where the generators' state after the draw matters. Only a trigger goes past the fuzz
+    budget (2^20 elements at most)."""
+    return spec.strategy == "trigger" and max(x.numel() for x in base if isinstance(x, torch.Tensor)) > LARGE_DRAW
 
 
 # Problems whose `get_inputs()` cannot give its shapes on the meta device (it fails there, or makes a
@@ -147,19 +145,12 @@ def shapes_on_meta(problem: types.ModuleType) -> list | None:
     return base
 
 
-def refilled_on_meta(problem: types.ModuleType, spec: CaseSpec, device: str) -> tuple[list, list]:
-    """(`get_inputs()` on the meta device, `get_init_inputs()`) for a case whose value class refills
-    every input, the values exactly those of the problem's own draw: the fill has its own generator,
-    and the init inputs are taken only where making them draws nothing from the global generators
-    (else `([], [])`: draw as usual, and they see the generators as that draw leaves them)."""
-    base = shapes_on_meta(problem) if spec.values != "native" else None
-    if base is None:
-        return [], []
+def init_without_draws(problem: types.ModuleType, device: str) -> list | None:
+    """`get_init_inputs()`, or None where it drew from the global generators (it must then see them as
+    the problem's own draw leaves them)."""
     before = generator_states(device)
     init = problem.get_init_inputs()
-    if not all(torch.equal(a, b) for a, b in zip(before, generator_states(device))):
-        return [], []
-    return base, init
+    return init if all(torch.equal(a, b) for a, b in zip(before, generator_states(device))) else None
 
 
 def generator_states(device: str) -> list[torch.Tensor]:
