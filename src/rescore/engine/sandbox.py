@@ -681,9 +681,9 @@ def request_with_retry(worker: Worker, msg: Request, timeout: float, retries: in
                 _note_retry(worker, ALONE, waited, why, died.outcome, began)
             if confirming:
                 _note_confirmation(worker, confirming, died.outcome, began)
-            elif confirms_timeout(worker, died):
+            elif beside := confirms_timeout(worker, died):
                 last, deaths, tries = died, deaths + 1, tries + 1
-                confirming = f"{died.limit_s:.3g} s beside {worker.share.others_holding()} other workers' requests"
+                confirming = f"{died.limit_s:.3g} s beside {beside} other workers' requests"
                 continue
             last, deaths = died, deaths + 1
             if (died.outcome == Outcome.TIMEOUT or died.kind == HARNESS_TIMEOUT or "forged_result" in died.findings
@@ -718,13 +718,14 @@ CONFIRM_LINE = re.compile(r"timed out at its call's limit of (.*); tried again w
                           r"([\d.]+) s$")
 
 
-def confirms_timeout(worker: Worker, died: WorkerDied) -> bool:
-    """Whether a worker's death is a timeout at its call's own limit while other workers hold memory of
-    its device (a GPU run's shards): the device's other work may have slowed the call, so it runs
-    again with a longer limit. A worker alone on its device (`rescore check`), or on the CPU, whose
-    memory no ledger holds, is judged at once: a hang costs the limit, not more."""
-    return (died.outcome == Outcome.TIMEOUT and died.limit_s is not None and died.kind != HARNESS_TIMEOUT
-            and worker.share.others_holding() > 0)
+def confirms_timeout(worker: Worker, died: WorkerDied) -> int:
+    """How many other workers hold memory of its device when a worker's death is a timeout at its call's
+    own limit (a GPU run's shards; else 0): the device's other work may have slowed the call, so it
+    runs again with a longer limit. A worker alone on its device (`rescore check`), or on the CPU,
+    whose memory no ledger holds, is judged at once: a hang costs the limit, not more."""
+    if died.outcome != Outcome.TIMEOUT or died.limit_s is None or died.kind == HARNESS_TIMEOUT:
+        return 0
+    return worker.share.others_holding()
 
 
 @contextlib.contextmanager
