@@ -338,6 +338,10 @@ def test_a_pipeline_stage_on_cuda_without_cuda_stops_with_that_line_not_per_case
         stages.run_shard("unused/manifest.json", 0, 1, config, "unused.parquet", "unused.parquet", "unused")
 
 
+LIMITED = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60, call_floor_s=1.0,
+                    load_timeout_s=300)  # a call's limit of about 1 s
+
+
 def _beside_another_worker(tmp_path: Path, others: bool) -> Worker:
     """A CPU worker whose ledger has a capacity (as a GPU's), with another live worker holding 1 GiB
     of it when `others`."""
@@ -354,8 +358,7 @@ def test_a_timeout_at_its_calls_limit_beside_other_workers_is_tried_again_with_a
     kernel's at once, as before."""
     from rescore.engine.sandbox import CONFIRM_FACTOR, CONFIRM_LINE
 
-    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60, call_floor_s=1.0,
-                    load_timeout_s=300)
+    cfg = LIMITED
     assert CONFIRM_FACTOR * cfg.call_floor_s > 3.0
     worker = _beside_another_worker(tmp_path / "shared", others=True)
     try:
@@ -379,8 +382,7 @@ def test_a_hang_beside_other_workers_is_a_timeout_at_the_longer_limit_too(tmp_pa
     saying that the first try's limit was shorter."""
     from test_stragglers import hack
 
-    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60, call_floor_s=1.0,
-                    load_timeout_s=300)
+    cfg = LIMITED
     worker = _beside_another_worker(tmp_path, others=True)
     try:
         rows = run_submission(hack("infinite_loop"), cfg, worker)
