@@ -118,13 +118,20 @@ def test_a_dry_run_goes_through_every_step_and_packs_them(tmp_path):
     env = dict(os.environ, WORK=str(tmp_path / "work"), OUT=str(tmp_path / "out"), DRY="1", PYTHON=sys.executable,
                PYTHONPATH=str(REPO / "src"))
     (tmp_path / "out").mkdir()
-    r = subprocess.run(["bash", "scripts/gpu/measure_external.sh", str(GPUEMU), str(CUDAL1), "60"], cwd=REPO, env=env,
+    # the dumps' paths relative to the checkout, as the device call gives them (scripts/gpu/README.md)
+    r = subprocess.run(["bash", "scripts/gpu/measure_external.sh", str(GPUEMU.relative_to(REPO)),
+                        str(CUDAL1.relative_to(REPO)), "60"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     log = (tmp_path / "work" / "driver.log").read_text()
     assert "ext end rc=0" in log and "extwarm end rc=0" in log  # no CUDA here: the loop check and the
     assert "loop end rc=2" in log and "fixtures end rc=2" in log  # fixtures stop at once, with their reason
     assert "extphases end rc=2" in log  # a dry run ingests no dump for bench/case_phases.py to read
+    # the steps ran from the copy of the checkout the first call made, the dumps read from it too: a
+    # later call's copy of the working tree replaces no file under a running step
+    snap = tmp_path / "work" / "repo"
+    assert (snap / "src" / "rescore" / "stages.py").is_file() and not (snap / ".git").exists()
+    assert f"path: {snap}/" in (tmp_path / "work" / "external.yaml").read_text()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ext.tgz", "extphases.tgz", "extwarm.tgz",
                                                                      "fixtures.tgz", "loop.tgz", "status.tgz"]
     with tarfile.open(tmp_path / "out" / "ext.tgz") as tar:

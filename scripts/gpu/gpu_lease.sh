@@ -42,7 +42,10 @@ set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 WATCH=${1:?usage: scripts/gpu/gpu_lease.sh WATCH_SECONDS}
-export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-corpus\& cold wait warm warm2} REPO=$PWD
+export WORK=${WORK:-/tmp/rescore-lease} STEPS=${STEPS:-corpus\& cold wait warm warm2}
+. scripts/gpu/snapshot.sh
+snapshot_checkout || { echo "gpu_lease.sh: could not copy the checkout into $WORK/repo" >&2; exit 2; }
+export REPO=$PWD
 export RESCORE_CUDA_CACHE=${RESCORE_CUDA_CACHE:-/tmp/rescore-cuda} PYTHONUNBUFFERED=1 PYTHON=${PYTHON:-python3}
 if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/snakemake ] && ! "$PYTHON" -c "import snakemake" 2>/dev/null; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -62,7 +65,9 @@ fi
 until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null; do
   line="$(date -u +%T)"
   for s in cold big warm warm2 ext extg extwarm extwarm2 mgwarm mg1 mgall; do line="$line $s $(find "$WORK/$s/results/cases" -name '*.parquet' 2>/dev/null | wc -l)"; done
-  echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg)" >> "$WORK/watch.txt"
+  # the device's busy share and memory at the sample: whether the GPU or the host's CPU is the bound
+  gpu=$(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -d ' ')
+  echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg); gpu ${gpu:-none} (util %,MiB)" >> "$WORK/watch.txt"
   "$PYTHON" scripts/gpu/pack_steps.py finished "$WORK" "$OUT" 2>> "$WORK/driver.log"
   # a sample every 15 s, but the call returns within a second of the steps' end (device time counts)
   for _ in $(seq 15); do kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null && [ "$(el)" -lt "$WATCH" ] || break; sleep 1; done

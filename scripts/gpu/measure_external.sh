@@ -35,7 +35,8 @@ WATCH=${3:-540}
 export WORK=${WORK:-/tmp/rescore-measure} STEPS=${STEPS:-loop ext extphases extwarm fixtures} PYTHON=${PYTHON:-python3}
 export FIXTURES_TIMEOUT=${FIXTURES_TIMEOUT:-600}
 export EXT_CONFIG=$WORK/external.yaml
-mkdir -p "$WORK"
+. scripts/gpu/snapshot.sh
+snapshot_checkout || { echo "measure_external.sh: could not copy the checkout into $WORK/repo" >&2; exit 2; }
 if [ ! -f "$EXT_CONFIG" ]; then
   "$PYTHON" scripts/gpu/external_config.py "$GPUEMU" "$CUDAL1" --out "$EXT_CONFIG" \
     --sanitizer-budget "${SANITIZER_BUDGET:-120}" || exit 2

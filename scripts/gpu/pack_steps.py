@@ -68,10 +68,15 @@ def pack_step(work: Path, name: str, finished: bool = True) -> Path:
     return target
 
 
+# WORK's folders that are no step: the packs, and the copy of the checkout the steps run from
+# (snapshot.sh; repo.tmp while it is made)
+NOT_STEPS = {"packs", "repo", "repo.tmp"}
+
+
 def steps(work: Path) -> list[tuple[str, bool]]:
     """(step, finished) for each step folder of WORK, finished ones first in the order they ended."""
     found = [(p.name, (work / f"{p.name}.done").exists()) for p in work.iterdir()
-             if p.is_dir() and p.name != "packs" and not p.name.startswith(".")]
+             if p.is_dir() and p.name not in NOT_STEPS and not p.name.startswith(".")]
     done = sorted((s for s in found if s[1]), key=lambda s: (work / f"{s[0]}.done").stat().st_mtime)
     return done + sorted(s for s in found if not s[1])
 
