@@ -73,9 +73,46 @@ def get_init_inputs():
             except ValueError:
                 assert nulls[kind] is None, (body, kind)
                 continue
-            assert nulls[kind] == {"verdict": expected["verdict"], "trials": expected["trials"]}, (body, kind)
+            # a failing null's trials end at its first failure, where the check's verdict is settled
+            trials = expected["trials"]
+            settled = next((k + 1 for k, t in enumerate(trials) if not t["passed"]), len(trials))
+            assert nulls[kind] == {"verdict": expected["verdict"], "trials": trials[:settled]}, (body, kind)
             seen.add(expected["verdict"])
         assert seen == ({"pass"} if m == 4 else {"fail"}), body
+
+
+def test_null_check_runs_the_reference_once_when_every_null_fails_and_each_trial_while_one_passes():
+    """The trials stop once every null is settled: the nulls of a problem none of them passes cost one
+    run of its reference, those of a problem whose output is all zeros (zeros, the mean and noise pass)
+    every trial's."""
+    import types
+
+    from rescore.oracle.fixed import TRIALS, null_check
+
+    source = """
+import torch
+import torch.nn as nn
+
+CALLS = []
+
+class Model(nn.Module):
+    def forward(self, x):
+        CALLS.append(1)
+        return {body}
+
+def get_inputs():
+    return [torch.randn(8, 16)]
+
+def get_init_inputs():
+    return []
+"""
+    for body, calls, verdicts in (("torch.tanh(x) * 3", 1, {"fail"}), ("x * 0", TRIALS, {"pass", "fail"})):
+        problem = types.ModuleType("stand_in")
+        exec(source.format(body=body), problem.__dict__)
+        nulls = null_check(problem, "cpu")["nulls"]
+        assert len(problem.CALLS) == calls, body
+        assert {n["verdict"] for n in nulls.values()} == verdicts, body
+        assert all(len(n["trials"]) == (TRIALS if n["verdict"] == "pass" else 1) for n in nulls.values()), body
 
 
 def test_correct_kernel_passes_both_oracles(worker):

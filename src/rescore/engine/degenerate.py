@@ -2,10 +2,11 @@
 sandboxed worker; a problem is degenerate when any of them passes, so a "correct" verdict on it says little.
 
 A problem's four nulls are one job (`protocol.null_candidates`): one load, and one run of the check's
-reference (its model built once, called once a trial) from which every null's output is derived
-(`oracle/fixed.py`, `null_check`). Run as four submissions, each its own check with the reference
-inside its forward, they would cost four loads, eight model constructions and forty reference calls
-a problem (13-19 s on an H200 at CUDA-L1's sizes).
+reference (its model built once, called once a trial while a null still passes: most problems' nulls
+all fail the first) from which every null's output is derived (`oracle/fixed.py`, `null_check`).
+Run as four submissions, each its own check with the reference inside its forward, they would cost
+four loads, eight model constructions and forty reference calls a problem (13-19 s on an H200 at
+CUDA-L1's sizes).
 
 A dump's problems are shared out over a few jobs that run beside the check shards (`shard_count`,
 `shard_problems`, `rule degenerate_shard`): one worker for a dump's 199 problems at the benchmark's

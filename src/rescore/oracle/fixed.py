@@ -8,8 +8,9 @@ device, checks the shape, then `torch.allclose(ref, new, atol=tol, rtol=tol)` (e
 Correct only if every trial passes.
 
 The null candidates (`model/nulls.py`) are judged in the same trials (`null_check`): no ModelNew is
-built, the reference runs once per trial, and each null's output is derived from the reference's
-(`null_output`), so that a problem's four nulls cost one run of the check's reference.
+built, the reference runs once per trial while a null is still passing, and each null's output is
+derived from the reference's (`null_output`), so that a problem's four nulls cost one run of the
+check's reference.
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ def _built(factory: Callable, init: list):
 
 
 def _trials(problem: types.ModuleType, models: list, device: str, dtype: torch.dtype, trials: int,
-            judge: Callable[[int, list, list], None]) -> None:
+            judge: Callable[[int, list, list], bool | None]) -> None:
     """The check's trials: each seeded with its trial seed before `get_inputs()` and again before each
-    model is moved to the device and precision; `judge(seed, inputs, models)` runs the trial."""
+    model is moved to the device and precision; `judge(seed, inputs, models)` runs the trial, and the
+    trials stop where it returns False (nothing left to judge)."""
     with torch.no_grad():
         for seed in trial_seeds(WEIGHT_SEED, trials):
             _seed_all(seed)
@@ -64,7 +66,8 @@ def _trials(problem: types.ModuleType, models: list, device: str, dtype: torch.d
             for i, model in enumerate(models):
                 _seed_all(seed)
                 models[i] = model.to(device).to(dtype)
-            judge(seed, inputs, models)
+            if judge(seed, inputs, models) is False:
+                return
 
 
 def _compared(seed: int, out: torch.Tensor, new, tol: float) -> dict:
@@ -147,22 +150,33 @@ def null_check(
     a candidate's is. Returns {"profile", "tolerance", "nulls": {kind: {"verdict", "trials"} or None}},
     None for a null that does not apply (`null_output`).
 
+    A null is settled at its first failing trial (the check fails a candidate that fails any trial),
+    its `trials` the ones up to that; the trials stop once every null is settled, so that a problem
+    whose nulls all fail runs its reference once, not once a trial (a CUDA-L1 problem's nulls at the
+    benchmark's sizes, a billion output elements, cost more than the 120 s a job has, five times over).
+
     Exceptions raised by the problem's code propagate: they are no null's verdict."""
     tol = KERNELBENCH_PROFILES[profile][dtype]
     init = problem.get_init_inputs()
     results: dict[str, list[dict]] = {kind: [] for kind in NULLS}
     inapplicable: set[str] = set()  # as a candidate that raises, a null that does not apply ends its check
+    failed: set[str] = set()
 
-    def judge(seed: int, inputs: list, models: list) -> None:
+    def judge(seed: int, inputs: list, models: list) -> bool:
         out = models[0](*inputs)
         if device == "cuda":
             torch.cuda.synchronize()
         for kind in NULLS:
+            if kind in failed:
+                continue
             null = None if kind in inapplicable else null_output(kind, out, inputs)
             if null is None:
                 inapplicable.add(kind)
             else:
                 results[kind].append(_compared(seed, out, null, tol))
+                if not results[kind][-1]["passed"]:
+                    failed.add(kind)
+        return len(inapplicable | failed) < len(NULLS)
 
     _trials(problem, [_built(problem.Model, init)], device, torch_dtype(dtype), trials, judge)
     nulls = {k: None if k in inapplicable else {"verdict": _verdict(results[k]), "trials": results[k]} for k in NULLS}
