@@ -137,3 +137,29 @@ def test_a_protocol_key_left_in_a_case_row_is_logged_and_dropped_not_the_shard(c
     assert "shard 8" in caplog.text and "_alone" in caplog.text
     clean = [{"outcome": "pass"}]
     assert without_protocol_keys(clean, 0) is clean
+
+
+def test_a_shards_priority_is_its_expected_seconds_so_that_the_longest_start_first(tmp_path, monkeypatch):
+    """Snakemake starts the shards of higher priority first where more wait than cores are free: a
+    check shard's priority is the seconds its submissions are expected to take, the degenerate jobs'
+    above any (on an H100 the last of them to start ended the run)."""
+    from dataclasses import replace
+
+    from conftest import toy_submission
+
+    from rescore.engine import degenerate, shards
+    from rescore.model.records import submission_to_dict
+
+    base = toy_submission("problem_scale.py", "torch_correct.py")
+    subs = [replace(base, name=f"k{cost}", source=base.source + f"\n# {cost}\n") for cost in (100, 30, 20, 10)]
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({s.submission_id: float(s.name[1:]) for s in subs}))
+    monkeypatch.setattr(shards, "COSTS", costs)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps([submission_to_dict(s) for s in subs]))
+    where, _ = shards.shard_assignment(subs, 2, "cpu")
+    longest = where[subs[0].submission_id]
+    assert shards.shard_priority(manifest, longest, 2, "cpu") == 100
+    assert shards.shard_priority(manifest, 1 - longest, 2, "cpu") == 60  # 30 + 20 + 10
+    assert shards.shard_priority(tmp_path / "not_read_yet.json", 0, 2, "cpu") == 0
+    assert degenerate.PRIORITY > 24 * 3600  # above a shard of a day

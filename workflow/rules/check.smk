@@ -1,6 +1,13 @@
 # Stage 2: run every submission under the fixed-shape check and the fuzz oracle, in shards.
 # With several GPUs shard k runs on GPU slot k % GPUS (resource gpu_<slot>=1: rescore.engine.gpus).
 from rescore.engine.gpus import shard_slot, slot_resources
+from rescore.engine.shards import shard_priority
+
+
+def check_shard_priority(wildcards, input):
+    """The longest shards first (their expected seconds), where more shards than cores wait."""
+    shards = shard_count(input.manifest, int(config["shards"]))
+    return shard_priority(input.manifest, int(wildcards.shard), shards, config["device"], GPUS)
 
 
 rule check_shard:
@@ -22,6 +29,7 @@ rule check_shard:
         progress=lambda wildcards: f"results/progress/{wildcards.dump}",
         gpus=GPUS,
     threads: SHARD_THREADS
+    priority: check_shard_priority
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
         **slot_resources(GPUS, lambda wildcards: shard_slot(int(wildcards.shard), GPUS)),

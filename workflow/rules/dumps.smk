@@ -49,6 +49,7 @@ rule degenerate_shard:  # the null candidates of some of a dump's problems, besi
         run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration", "budget",
                                     "timeout_s") if k in config},
         gpus=GPUS,
+    priority: degenerate.PRIORITY  # with the first check shards
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
         **slot_resources(GPUS, lambda wildcards: shard_slot(int(wildcards.shard), GPUS)),

@@ -34,6 +34,10 @@ log = logging.getLogger("rescore")
 # 25 problems a job: under 7 minutes on an H200 at CUDA-L1's sizes when a problem's four nulls were four
 # checks (13-19 s a problem); one check for the four took 2.3x less on the CPU (17 level-1 problems).
 PROBLEMS_PER_SHARD = 25
+# Snakemake's priority of a degenerate job: above every check shard's (`shards.shard_priority`, its
+# expected seconds), so that these jobs start with the first shards: on an H100 the last of them to
+# start, at minute 15, ended the run two minutes after the last check shard.
+PRIORITY = 1_000_000
 
 
 def _verdict(row: dict) -> FixedVerdict | str:
