@@ -331,3 +331,27 @@ def test_the_policy_ratios_are_those_of_the_bounds_written_out(monkeypatch):
             assert policy_ratios(out, t, dtype, s, 77, False, (1e-5, 1.3e-6)) == want
     monkeypatch.setattr(cmp_mod, "CHUNK_ELEMENTS", 1000)
     assert policy_ratios(out, t, "bfloat16", slack, 77, False, (1e-5, 1.3e-6)) == want
+
+
+def test_judging_a_finite_output_reads_the_device_few_times(monkeypatch):
+    """Each read of a value on the device waits for it, and on a GPU shared by 16 workers each wait is
+    long: a finite output's comparison reads its figures twice a chunk, and its whole judgement (the
+    comparison, the low-precision reference's error, the truth's largest value, every policy's ratio)
+    six times (a failing one adds the reads that locate and diagnose its wrong elements)."""
+    from rescore.oracle.judge import judge_one
+
+    reads = []
+    for name in ("tolist", "item", "__bool__", "__float__", "__int__"):
+        def counted(self, *args, _real=getattr(torch.Tensor, name), _name=name, **kwargs):
+            reads.append(_name)
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    g = torch.Generator().manual_seed(0)
+    t = torch.randn(64, 64, generator=g, dtype=torch.float64)
+    o = t.to(torch.float32)
+    assert compare(o, t, torch.float32, 1e-5, 1e-5).outcome == "pass"
+    assert len(reads) == 2, reads
+    reads.clear()
+    verdict = judge_one(o, t, o, torch.float32, "float32", 1)
+    assert verdict["outcome"] == "pass" and len(reads) == 6, reads

@@ -85,14 +85,14 @@ CHUNK_ELEMENTS = 1 << 24
 
 
 def _judge_elements(o: torch.Tensor, t: torch.Tensor, dtype: torch.dtype, atol: float, rtol: float,
-                    slack: float | torch.Tensor, ref_lowp: torch.Tensor | None, o_finite: bool):
+                    slack: float | torch.Tensor, ref_lowp: torch.Tensor | None, finite: bool):
     """Elementwise judgement of float64 `o` against float64 `t`: (err, mismatch, nonfinite, rel,
     ulps). Where both are finite everywhere (nearly every case) the classes of values need no
     comparing and `nonfinite` is None: the same judgement in a third of the passes over the output
     (a benchmark-sized output holds 2^26 elements, and judging it took a minute of CPU). There a
     zero |truth| gives 0/0 = NaN where the error is 0 (relative error 0) and x/0 = inf where it is not.
-    `o_finite`: whether `o` is finite everywhere (the caller's, which records it)."""
-    if o_finite and bool(torch.isfinite(t).all()):
+    `finite`: whether `o` and `t` are both finite everywhere (the caller's, which reads it)."""
+    if finite:
         err = (o - t).abs()
         tabs = t.abs()
         mismatch = err > atol + rtol * tabs + slack
@@ -143,31 +143,36 @@ def compare(
     for start in range(0, n, CHUNK_ELEMENTS):
         part = slice(start, start + CHUNK_ELEMENTS)
         o, t = of[part].to(torch.float64), tf[part].to(torch.float64)
-        o_finite = bool(torch.isfinite(o).all())
+        # Each read of a device's value waits for the device, and on a GPU shared by many workers
+        # each wait is long: a chunk's figures are read together, once they are all computed.
+        o_finite, t_finite = torch.stack([torch.isfinite(o).all(), torch.isfinite(t).all()]).tolist()
         output_finite &= o_finite
         err, mismatch, nonfinite, rel, ulps = _judge_elements(
             o, t, dtype, atol, rtol, sf[part] if sf is not None else slack, lf[part] if lf is not None else None,
-            o_finite)
-        wrong = int(mismatch.sum())
+            o_finite and t_finite)
+        counts = [mismatch.sum()] + ([nonfinite.sum()] if nonfinite is not None else [])
+        values = torch.stack([c.to(torch.float64) for c in counts] + [err.max(), rel.max(), ulps.max()]).tolist()
+        wrong, wrong_nonfinite = int(values[0]), int(values[1]) if nonfinite is not None else 0
+        chunk_abs, chunk_rel, chunk_ulp = values[-3:]
         n_mismatch += wrong
-        max_abs, max_rel = max(max_abs, float(err.max())), max(max_rel, float(rel.max()))
-        max_ulp = max(max_ulp, float(ulps.max()))
-        if nonfinite is None:  # finite everywhere
+        max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
+        max_ulp = max(max_ulp, chunk_ulp)
+        if nonfinite is None:
             if not wrong:
                 continue
             nonfinite, bad = torch.zeros_like(mismatch), mismatch
         else:
-            n_nonfinite += int(nonfinite.sum())
+            n_nonfinite += wrong_nonfinite
             bad = mismatch | nonfinite
-            if not bool(bad.any()):
+            if not wrong and not wrong_nonfinite:  # no element wrong, none of a wrong class
                 continue
         if n <= CHUNK_ELEMENTS:
             whole = (o.reshape(out.shape), t.reshape(out.shape), bad.reshape(out.shape))
         if first_bad is None:
             first_bad = start + int(torch.argmax(bad.to(torch.uint8)))
-        if first_nonfinite is None and bool(nonfinite.any()):
+        if first_nonfinite is None and wrong_nonfinite:
             first_nonfinite = start + int(torch.argmax(nonfinite.to(torch.uint8)))
-        if bool(mismatch.any()):
+        if wrong:
             scored = torch.where(mismatch, err, torch.full_like(err, -1.0))
             i = int(torch.argmax(scored))  # the first of equal errors
             if float(scored[i]) > worst_mismatch_err:
@@ -207,12 +212,16 @@ def max_finite_error(approx: torch.Tensor, truth: torch.Tensor) -> float:
                    for i in range(0, a.numel(), CHUNK_ELEMENTS))
     a = approx.detach().to(torch.float64)
     t = truth.detach().to(torch.float64)
+    if not a.numel():
+        return 0.0
     both = torch.isfinite(a) & torch.isfinite(t)
-    if bool(both.all()):  # nearly every case: no mask to apply
-        return float((a - t).abs().max()) if both.numel() else 0.0
+    err = (a - t).abs()
+    every, top = torch.stack([both.all().to(torch.float64), err.max()]).tolist()  # one read of the device
+    if every:  # nearly every case: no mask to apply
+        return top
     if not bool(both.any()):
         return 0.0
-    return float((a - t).abs()[both].max())
+    return float(err[both].max())
 
 
 def max_abs_finite(x: torch.Tensor) -> float:
@@ -222,8 +231,9 @@ def max_abs_finite(x: torch.Tensor) -> float:
     for i in range(0, flat.numel(), CHUNK_ELEMENTS):
         part = flat[i : i + CHUNK_ELEMENTS].to(torch.float64)
         finite = torch.isfinite(part)
-        if not bool(finite.all()):
+        every, largest = torch.stack([finite.all().to(torch.float64), part.abs().max()]).tolist()  # one read
+        if not every:
             part = part[finite]
-        if part.numel():
-            top = max(top, float(part.abs().max()))
+            largest = float(part.abs().max()) if part.numel() else 0.0
+        top = max(top, largest)
     return top
