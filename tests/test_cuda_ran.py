@@ -128,7 +128,7 @@ def test_a_build_the_prebuild_saw_fail_is_not_compiled_again(hooked):
     def never(*args, **kwargs):
         raise AssertionError("compiled again")
 
-    wrapped = prebuilt._load_inline_prebuilt(never)
+    wrapped = prebuilt._prebuilt(never)
     with pytest.raises(RuntimeError, match="not compiled again.*redefinition"):
         wrapped("ext", **kwargs)
     assert ExtensionUse.failed[-1][0] == "compile_failed"

@@ -821,6 +821,47 @@ def test_a_shards_build_compiles_one_source_at_a_time_and_stops_at_the_first_fai
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(shutil.which("ninja") is None or shutil.which("c++") is None, reason="needs ninja and c++")
+def test_a_source_loaded_from_a_new_temporary_folder_is_built_once_and_imported_by_the_worker(tmp_path):
+    """CUDA-L1's habit: the source written into `tempfile.mkdtemp()` at each import, then `load`ed
+    from there with that folder as its `build_directory`. The prebuild builds it in the source's folder
+    of the cache and the worker imports that library, where it compiled the whole extension again at
+    every import (94 s on the H100, and 59 s at each of three restarts for `level1/task26`). A C++-only
+    extension stands in for CUDA (no GPU here)."""
+    from rescore.engine.cuda_build import prebuild
+    from rescore.model.records import Problem, Submission
+    from rescore.runtime.extensions import extensions_dir
+
+    source = (
+        "import os, tempfile\nfrom torch.utils.cpp_extension import load\n\n"
+        "folder = tempfile.mkdtemp()\n"
+        "path = os.path.join(folder, 'plus_one.cpp')\n"
+        "with open(path, 'w') as f:\n"
+        "    f.write('#include <torch/extension.h>\\n'\n"
+        "            'torch::Tensor plus_one(torch::Tensor x) { return x + 1; }\\n'\n"
+        "            'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"plus_one\", &plus_one); }\\n')\n"
+        "ext = load(name='plus_one', sources=[path], build_directory=folder)\n"
+    )
+    sub = Submission("k", Problem("p", "", "p.py"), source, "k.py", language="cuda")
+    table = prebuild([sub], "cuda", tmp_path)
+    assert table["status"].tolist() == ["loaded"], table["error"].tolist()
+    library = extensions_dir(source, tmp_path) / "plus_one"
+    objects = {o: o.stat().st_mtime_ns for o in library.glob("*.o")}
+    assert objects and any(library.glob("*.so"))
+    worker = (
+        "import sys, time, torch; from rescore.worker.prebuilt import activate; src = open(sys.argv[1]).read(); "
+        "activate(src, sys.argv[2]); t = time.time(); ns = {}; exec(compile(src, 'k.py', 'exec'), ns); "
+        "print(ns['ext'].plus_one(torch.zeros(2)).tolist(), time.time() - t)"
+    )
+    (tmp_path / "k.py").write_text(source)
+    out = subprocess.run([sys.executable, "-c", worker, str(tmp_path / "k.py"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("]")[0] == "[1.0, 1.0" and float(out.stdout.split()[-1]) < 10, out.stdout
+    assert {o: o.stat().st_mtime_ns for o in library.glob("*.o")} == objects  # nothing compiled again
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ninja") is None and shutil.which("c++") is None, reason="needs ninja and c++")
 def test_cuda_prebuild_compiles_once_in_parallel_and_records_failures(tmp_path):
     """A C++-only load_inline stands in for CUDA (no GPU here): the build machinery is the same."""

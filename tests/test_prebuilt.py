@@ -25,7 +25,7 @@ def test_the_build_key_is_the_one_every_cached_build_was_recorded_under(monkeypa
         "python": platform.python_version(),
         "arch_list": "9.0",
         "cxx": "g++",
-        "fingerprint": "content",
+        "fingerprint": "content, files' bytes",
         "constructs": 1,
     }
     monkeypatch.delenv("TORCH_CUDA_ARCH_LIST")
@@ -65,3 +65,26 @@ def test_the_harness_leaves_the_prebuilt_state_alone(tmp_path, monkeypatch):
     assert harness.restore() == []
     assert prebuilt.PrebuiltState.active == folder
     assert prebuilt.PrebuiltState.built == {(str(folder), "fingerprint"): (str(folder / "ext"), "ext")}
+
+
+def test_a_load_calls_source_files_count_by_their_bytes_and_its_build_goes_to_the_sources_folder(tmp_path):
+    """CUDA-L1 submissions write their sources into a new temporary folder at each import and `load`
+    them from there, some building there too (`build_directory`): the same bytes are the same build
+    wherever they lie, and the build goes to the source's folder of the cache, where a worker finds it."""
+    from rescore.runtime.extensions import in_extensions_dir
+
+    def load(name, sources, extra_cflags=None, build_directory=None, verbose=False, is_python_module=True):
+        raise AssertionError("only its signature is read")
+
+    first, second, other = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for folder, text in ((first, "int f() { return 1; }"), (second, "int f() { return 1; }"),
+                         (other, "int f() { return 2; }")):
+        folder.mkdir()
+        (folder / "k.cpp").write_text(text)
+    print_of = {f: call_fingerprint(load, ("ext", [str(f / "k.cpp")]), {"build_directory": str(f)})
+                for f in (first, second, other)}
+    assert print_of[first] == print_of[second] != print_of[other]
+    assert call_fingerprint(load, ("ext", str(first / "k.cpp")), {}) == print_of[first]  # one path, not a list
+    assert in_extensions_dir(load, ("ext", ["k.cpp"], None, str(first)), {"verbose": True}) == (
+        (), {"name": "ext", "sources": ["k.cpp"], "extra_cflags": None, "verbose": True})
+    assert in_extensions_dir(load, ("ext", ["k.cpp"]), {}) == (("ext", ["k.cpp"]), {})

@@ -40,7 +40,7 @@ import pandas as pd
 from rescore.engine.gpus import shard_slot, worker_gpu
 from rescore.model.builds import ERROR_CHARS, BuildStatus, error_text, exception_error, stages
 from rescore.model.records import Submission, content_hash, read_manifests
-from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint
+from rescore.runtime.extensions import MARKER, build_key, cache_root, call_fingerprint, in_extensions_dir
 
 log = logging.getLogger("rescore")
 
@@ -301,14 +301,16 @@ def _import_for_build(path: str, problem: str | None = None) -> None:
     built: list[str] = []
     loaded: list[str] = []
     failures: list[list] = []  # [name, fingerprint, status, error] of each call that raised, caught or not
-    calls: list[list[str]] = []  # [name, fingerprint, module name] of each load_inline, for the workers
+    calls: list[list[str]] = []  # [name, fingerprint, module name] of each library built, for the workers
     for fn_name in ("load_inline", "load"):
         original = getattr(cpp_extension, fn_name)
 
-        def recording(*args, _original=original, _fn_name=fn_name, **kwargs):
+        def recording(*args, _original=original, **kwargs):
+            # in the source's folder, where the workers look, whatever folder the submission names
+            args, kwargs = in_extensions_dir(_original, args, kwargs)
             name = str(kwargs.get("name", args[0] if args else "?"))
             built.append(name)
-            fingerprint = call_fingerprint(_original, args, kwargs) if _fn_name == "load_inline" else None
+            fingerprint = call_fingerprint(_original, args, kwargs)
             try:
                 result = _original(*args, **kwargs)
             except Exception as exc:

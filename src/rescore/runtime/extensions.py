@@ -36,15 +36,46 @@ def extensions_dir(source: str, root: str | os.PathLike | None = None) -> Path:
 
 
 def call_fingerprint(fn, args: tuple, kwargs: dict) -> str | None:
-    """A hash of one `load_inline` call's content (sources, functions, flags; not its `name`): equal
-    fingerprints build equal libraries. None when the arguments do not fit the function."""
+    """A hash of one `load_inline` or `load` call's content (sources, functions, flags; not its `name`):
+    equal fingerprints build equal libraries. `load`'s source files count by their bytes, not their
+    paths: a submission that writes its sources into a new temporary folder at each import makes the
+    same library every time. None when the arguments do not fit the function."""
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
         return None
     bound.apply_defaults()
-    items = sorted((k, v) for k, v in bound.arguments.items() if k not in _NOT_PART_OF_THE_BUILD)
+    items = sorted((k, _files_read(v) if k == "sources" else v) for k, v in bound.arguments.items()
+                   if k not in _NOT_PART_OF_THE_BUILD)
     return hashlib.sha256(repr(items).encode()).hexdigest()[:32]
+
+
+def _files_read(sources) -> object:
+    """`load`'s `sources` (a path or a list of them) as the hashes of the files' bytes, in order; a
+    file that cannot be read keeps its path (its build fails, or differs, as torch's would)."""
+    paths = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
+    hashes = []
+    for path in paths:
+        try:
+            hashes.append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
+        except (OSError, TypeError):
+            hashes.append(str(path))
+    return hashes
+
+
+def in_extensions_dir(fn, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call with its `build_directory` left out, so that torch builds where TORCH_EXTENSIONS_DIR
+    says (the source's folder of the build cache) and a later import finds the library there; a
+    library built in a folder of the submission's own (a new temporary one at each import) is built
+    again by every worker that imports it. The arguments as given when they do not fit `fn`."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    if bound.arguments.get("build_directory") is None:
+        return args, kwargs
+    del bound.arguments["build_directory"]
+    return (), dict(bound.arguments)
 
 
 def build_key() -> dict:
@@ -59,6 +90,7 @@ def build_key() -> dict:
         "python": platform.python_version(),
         "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"),
         "cxx": os.environ.get("CXX"),
-        "fingerprint": "content",  # calls are matched by content, not name: older records are rebuilt
+        # calls are matched by content, not name, `load`'s source files by their bytes: older records are rebuilt
+        "fingerprint": "content, files' bytes",
         "constructs": 1,  # a source that builds nothing at import is also instantiated (its __init__ builds)
     }

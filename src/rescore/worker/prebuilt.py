@@ -1,11 +1,13 @@
 """In the check worker: import the CUDA libraries the prebuild (or an earlier worker) compiled.
 
-The worker calls `activate(source)` before importing a CUDA submission: a `load_inline` call whose
-sources, functions and flags are those of a library already built for this source imports that
-library directly, whatever the extension's `name` (a submission that names it after `id(self)` asks
-for a new name on every instance). A library a worker builds itself (a `load_inline` inside
-`__init__`, which importing alone never reaches) is recorded in the source's folder (`calls/`), so
-every later instance, and every later worker, imports it instead of building it again. Going
+The worker calls `activate(source)` before importing a CUDA submission: a `load_inline` (or `load`)
+call whose sources, functions and flags are those of a library already built for this source imports
+that library directly, whatever the extension's `name` (a submission that names it after `id(self)`
+asks for a new name on every instance) and wherever it asked to build it (a `build_directory` of its
+own is left out: the build goes to the source's folder, `runtime/extensions.in_extensions_dir`). A
+library a worker builds itself (a `load_inline` inside `__init__`, which importing alone never
+reaches) is recorded in the source's folder (`calls/`), so every later instance, and every later
+worker, imports it instead of building it again. Going
 through torch's own build instead runs ninja, which rebuilds whenever a file looks newer than the
 library (a cache copied to another machine, say).
 
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rescore.model.builds import BuildStatus, exception_error
-from rescore.runtime.extensions import CALLS, MARKER, build_key, call_fingerprint, extensions_dir
+from rescore.runtime.extensions import CALLS, MARKER, build_key, call_fingerprint, extensions_dir, in_extensions_dir
 from rescore.worker.usage import ExtensionUse, counted
 
 if TYPE_CHECKING:
@@ -66,7 +68,7 @@ def activate(source: str, root: str | os.PathLike | None = None) -> Path:
 
     Also forgets the extension names earlier submissions in this process loaded: torch would
     otherwise rename a reused name to `<name>_v1` and build it again, outside the prebuilt folder;
-    and routes `load_inline` through `_load_inline_prebuilt`. Touches no file (a sandboxed worker
+    and routes `load_inline` and `load` through `_prebuilt`. Touches no file (a sandboxed worker
     allows writes there only afterwards); torch creates the folder when it builds."""
     folder = extensions_dir(source, root)
     os.environ["TORCH_EXTENSIONS_DIR"] = str(folder)
@@ -77,21 +79,22 @@ def activate(source: str, root: str | os.PathLike | None = None) -> Path:
         versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
         if versioner is not None and isinstance(getattr(versioner, "entries", None), dict):
             versioner.entries.clear()
-        if not getattr(cpp_extension.load_inline, "_rescore_prebuilt", False):
-            cpp_extension.load_inline = _load_inline_prebuilt(cpp_extension.load_inline)
-        if not getattr(cpp_extension.load, "_rescore_prebuilt", False):
-            cpp_extension.load = _load_counted(cpp_extension.load)
+        for name in ("load_inline", "load"):
+            if not getattr(getattr(cpp_extension, name), "_rescore_prebuilt", False):
+                setattr(cpp_extension, name, _prebuilt(getattr(cpp_extension, name)))
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
     return folder
 
 
-def _load_inline_prebuilt(original):
-    """`load_inline`, importing the library already built for a call of the same content when there
-    is one (the prebuild's, or one a worker built for this source: same folder, same build key, same
-    fingerprint, library present); anything else builds as usual, and is remembered."""
+def _prebuilt(original):
+    """`load_inline` or `load`, importing the library already built for a call of the same content
+    when there is one (the prebuild's, or one a worker built for this source: same folder, same build
+    key, same fingerprint, library present); anything else builds as usual, in the source's folder
+    (`in_extensions_dir`), and is remembered."""
 
     def load_inline(*args, **kwargs):
+        args, kwargs = in_extensions_dir(original, args, kwargs)
         failed = _failed_build(original, args, kwargs)
         if failed is not None:
             ExtensionUse.failed.append((BuildStatus.COMPILE_FAILED.value, failed))
@@ -115,17 +118,6 @@ def _load_inline_prebuilt(original):
     load_inline._rescore_prebuilt = True
     load_inline.__wrapped__ = original
     return load_inline
-
-
-def _load_counted(original):
-    """`cpp_extension.load` (sources in files), built as torch builds it, its library counted."""
-
-    def load(*args, **kwargs):
-        return counted(_recorded(original, args, kwargs))
-
-    load._rescore_prebuilt = True
-    load.__wrapped__ = original
-    return load
 
 
 def _recorded(original, args: tuple, kwargs: dict):
