@@ -19,7 +19,7 @@ committed: the check shards of every later run read it (`engine/shards.py`).
 `--merge` keeps the submissions the file at `--out` already lists and this run did not time (another
 dump's, another run's). `--replay SHARDS SLOTS` also replays the measured seconds through the assignment each cost file
 would give (`--before`, by default the file at `--out` as it was, and the new costs), shards
-started in index order on SLOTS cores, and prints the slowest shard and the stage's length.
+started longest expected first on SLOTS cores, and prints the slowest shard and the stage's length.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.engine.shards import COSTS, COSTS_CUDA, assign, load_costs
+from rescore.engine.shards import COSTS, COSTS_CUDA, assign, load_costs, weights
 from rescore.model.records import submission_from_dict
 from rescore.stages import SHARD_LOG_LINE
 
@@ -91,16 +91,19 @@ def from_logs(results: Path, snakemake_log: Path | None) -> dict[str, float]:
 
 def replay(measured: dict[str, float], costs: dict[str, float], shards: int, slots: int) -> tuple[float, float]:
     """(slowest shard, stage length) when `costs` assign the shards and `measured` is what each
-    submission takes; shards start in index order as cores free up."""
+    submission takes; shards start as cores free up, the longest expected first (their Snakemake
+    priority, `shards.shard_priority`)."""
     import heapq
 
     where = assign(list(measured), shards, costs)
-    load = [0.0] * shards
+    expected = weights(list(measured), costs)
+    load, planned = [0.0] * shards, [0.0] * shards
     for sid, seconds in measured.items():
         load[where[sid]] += seconds
+        planned[where[sid]] += expected[sid]
     free = [0.0] * slots
     end = 0.0
-    for seconds in load:
+    for seconds in (load[k] for k in sorted(range(shards), key=lambda k: (-planned[k], k))):
         start = heapq.heappop(free)
         heapq.heappush(free, start + seconds)
         end = max(end, start + seconds)
