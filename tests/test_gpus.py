@@ -186,13 +186,21 @@ def test_a_dry_run_with_four_fake_gpus_gives_the_shards_distinct_slots(tmp_path)
     r = subprocess.run([*snakemake, "-n", "--cores", "8", "all", "--config", "gpus=4"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    job = r"rule check_shard:.*?wildcards: dump=corpus, shard=(\d+)\n(?:\s+threads: \d+\n)?\s+resources: ([^\n]*)"
+    job = (r"rule check_shard:.*?wildcards: dump=corpus, shard=(\d+)\n(?:\s+priority: \d+\n)?(?:\s+threads: \d+\n)?"
+           r"\s+resources: ([^\n]*)")
     jobs = re.findall(job, r.stdout, re.S)
     slots = {}
     for shard, resources in jobs:
         used = [int(g) for g, n in re.findall(r"gpu_(\d+)=(\d+)", resources) if n == "1"]
         slots[int(shard)] = used
     assert slots == {0: [0], 1: [1], 2: [2], 3: [3]}, r.stdout[-3000:]
+    # each shard's priority is its expected seconds, the longest started first (`shards.shard_priority`)
+    from rescore.engine.shards import shard_priority
+
+    manifest = tmp_path / "results" / "ingest" / "corpus" / "manifest.json"
+    priorities = dict(re.findall(r"rule check_shard:.*?shard=(\d+)\n\s+priority: (\d+)\n", r.stdout, re.S))
+    assert {int(k): int(v) for k, v in priorities.items()} == {
+        k: shard_priority(manifest, k, 4, "cpu", 4) for k in range(4)}
 
 
 def test_the_cuda_prebuilds_test_loads_are_dealt_over_the_gpus(monkeypatch, tmp_path):

@@ -1,13 +1,6 @@
 # Stage 2: run every submission under the fixed-shape check and the fuzz oracle, in shards.
 # With several GPUs shard k runs on GPU slot k % GPUS (resource gpu_<slot>=1: rescore.engine.gpus).
 from rescore.engine.gpus import shard_slot, slot_resources
-from rescore.engine.shards import shard_priority
-
-
-def check_shard_priority(wildcards, input):
-    """The longest shards first (their expected seconds), where more shards than cores wait."""
-    shards = shard_count(input.manifest, int(config["shards"]))
-    return shard_priority(input.manifest, int(wildcards.shard), shards, config["device"], GPUS)
 
 
 rule check_shard:

@@ -4,7 +4,7 @@ from snakemake.utils import validate
 
 from rescore.engine import degenerate
 from rescore.engine.gpus import host_gpus
-from rescore.engine.shards import shard_count, shard_threads
+from rescore.engine.shards import shard_count, shard_priority, shard_threads
 
 
 configfile: "config/config.yaml"
@@ -31,6 +31,13 @@ def degenerate_files(wildcards):
     return [f"results/degenerate/{dump}/shard-{k}.parquet" for dump in DUMPS
             for k in range(degenerate.shard_count(checkpoints.ingest.get(dump=dump).output.manifest,
                                                   int(config["shards"])))]
+
+
+def check_shard_priority(wildcards, input):
+    """A check shard's Snakemake priority: the longest shards first (their expected seconds), where
+    more shards than cores wait (`shards.shard_priority`)."""
+    shards = shard_count(input.manifest, int(config["shards"]))
+    return shard_priority(input.manifest, int(wildcards.shard), shards, config["device"], GPUS)
 
 
 def shard_files(pattern, own_dump=False):
