@@ -93,7 +93,7 @@ def _prebuilt(original):
     key, same fingerprint, library present); anything else builds as usual, in the source's folder
     (`in_extensions_dir`), and is remembered."""
 
-    def load_inline(*args, **kwargs):
+    def load_prebuilt(*args, **kwargs):
         args, kwargs = in_extensions_dir(original, args, kwargs)
         failed = _failed_build(original, args, kwargs)
         if failed is not None:
@@ -115,9 +115,9 @@ def _prebuilt(original):
         _remember(original, args, kwargs)
         return counted(result)
 
-    load_inline._rescore_prebuilt = True
-    load_inline.__wrapped__ = original
-    return load_inline
+    load_prebuilt._rescore_prebuilt = True
+    load_prebuilt.__wrapped__ = original
+    return load_prebuilt
 
 
 def _recorded(original, args: tuple, kwargs: dict):
