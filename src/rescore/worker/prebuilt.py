@@ -7,9 +7,8 @@ asks for a new name on every instance) and wherever it asked to build it (a `bui
 own is left out: the build goes to the source's folder, `runtime/extensions.in_extensions_dir`). A
 library a worker builds itself (a `load_inline` inside `__init__`, which importing alone never
 reaches) is recorded in the source's folder (`calls/`), so every later instance, and every later
-worker, imports it instead of building it again. Going
-through torch's own build instead runs ninja, which rebuilds whenever a file looks newer than the
-library (a cache copied to another machine, say).
+worker, imports it instead of building it again. Going through torch's own build instead runs ninja,
+which rebuilds whenever a file looks newer than the library (a cache copied to another machine, say).
 
 Every library `load_inline` (or `load`) returns goes back to the candidate with its functions
 counting their calls, and every call that raises is recorded with what failed, the compiler or the
@@ -137,10 +136,9 @@ def _failed_stage(original, args: tuple, kwargs: dict) -> BuildStatus:
         bound = inspect.signature(original).bind(*args, **kwargs)
     except TypeError:
         return BuildStatus.COMPILE_FAILED
-    name = str(bound.arguments.get("name"))
-    where = bound.arguments.get("build_directory") or (
-        Path(os.environ["TORCH_EXTENSIONS_DIR"]) / name if os.environ.get("TORCH_EXTENSIONS_DIR") else None)
-    return BuildStatus.LOAD_FAILED if where and any(Path(where).glob("*.so")) else BuildStatus.COMPILE_FAILED
+    folder = os.environ.get("TORCH_EXTENSIONS_DIR")  # where every call builds (`in_extensions_dir`)
+    where = Path(folder) / str(bound.arguments.get("name")) if folder else None
+    return BuildStatus.LOAD_FAILED if where and any(where.glob("*.so")) else BuildStatus.COMPILE_FAILED
 
 
 def _failed_build(original, args: tuple, kwargs: dict) -> str | None:
@@ -194,8 +192,6 @@ def _prebuilt_library(original, args: tuple, kwargs: dict) -> tuple[Path, str, b
         bound = inspect.signature(original).bind(*args, **kwargs)
     except TypeError:
         return None
-    if bound.arguments.get("build_directory"):
-        return None
     fingerprint = call_fingerprint(original, args, kwargs)
     is_python_module = bool(bound.arguments.get("is_python_module", True))
     known = PrebuiltState.built.get((str(active), fingerprint))
@@ -208,7 +204,7 @@ def _prebuilt_library(original, args: tuple, kwargs: dict) -> tuple[Path, str, b
 
 
 def _remember(original, args: tuple, kwargs: dict) -> None:
-    """Record the library `load_inline` just built in the active folder, by its fingerprint: in this
+    """Record the library a `load_inline` or `load` just built in the active folder, by its fingerprint: in this
     process, and as `calls/<fingerprint>.json` for the workers after it (written whole, then renamed)."""
     from torch.utils import cpp_extension
 
@@ -218,7 +214,7 @@ def _remember(original, args: tuple, kwargs: dict) -> None:
     except TypeError:
         return
     active = PrebuiltState.active
-    if active is None or fingerprint is None or bound.arguments.get("build_directory"):
+    if active is None or fingerprint is None:
         return
     name = str(bound.arguments.get("name"))
     versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
