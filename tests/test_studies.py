@@ -288,6 +288,8 @@ def test_init_inputs_that_draw_see_the_generator_as_the_problems_draw_leaves_it(
     spec = CaseSpec("default", 7, "float32", {"batch_size": 4, "dim": 64}, "normal", "contiguous")
     (values, init), (drawn_values, drawn_init) = make_inputs(spec), make_inputs(spec, True)
     assert torch.equal(values[0], drawn_values[0]) and torch.equal(init[0], drawn_init[0])
+    again_values, again_init = make_inputs(spec)  # known to draw now: no init made to be thrown away
+    assert torch.equal(again_values[0], values[0]) and torch.equal(again_init[0], init[0])
 
 
 def test_the_statement_names_ops_never_tested_past_the_benchmarks_size():

@@ -145,12 +145,22 @@ def shapes_on_meta(problem: types.ModuleType) -> list | None:
     return base
 
 
+# Problems whose `get_init_inputs()` draws from the global generators: asked once, their later cases
+# draw as usual without making the init inputs a second time.
+_INIT_DRAWS: weakref.WeakSet = weakref.WeakSet()
+
+
 def init_without_draws(problem: types.ModuleType, device: str) -> list | None:
-    """`get_init_inputs()`, or None where it drew from the global generators (it must then see them as
+    """`get_init_inputs()`, or None where it draws from the global generators (it must then see them as
     the problem's own draw leaves them)."""
+    if problem in _INIT_DRAWS:
+        return None
     before = generator_states(device)
     init = problem.get_init_inputs()
-    return init if all(torch.equal(a, b) for a, b in zip(before, generator_states(device))) else None
+    if all(torch.equal(a, b) for a, b in zip(before, generator_states(device))):
+        return init
+    _INIT_DRAWS.add(problem)
+    return None
 
 
 def generator_states(device: str) -> list[torch.Tensor]:
