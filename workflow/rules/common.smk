@@ -36,8 +36,7 @@ def degenerate_files(wildcards):
 def check_shard_priority(wildcards, input):
     """A check shard's Snakemake priority: the longest shards first (their expected seconds), where
     more shards than cores wait (`shards.shard_priority`)."""
-    shards = shard_count(input.manifest, int(config["shards"]))
-    return shard_priority(input.manifest, int(wildcards.shard), shards, config["device"], GPUS)
+    return shard_priority(input.manifest, int(wildcards.shard), int(config["shards"]), config["device"], GPUS)
 
 
 def shard_files(pattern, own_dump=False):

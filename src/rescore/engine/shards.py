@@ -109,8 +109,9 @@ def shard_assignment(subs: list, shards: int, device: str, gpus: int = 1) -> tup
 
 
 @functools.lru_cache(maxsize=16)
-def _expected_loads(manifest: str, modified_ns: int, shards: int, device: str, gpus: int) -> tuple[float, ...]:
+def _expected_loads(manifest: str, modified_ns: int, cap: int, device: str, gpus: int) -> tuple[float, ...]:
     subs = read_manifests([manifest])
+    shards = _count(subs, cap)
     assignment, weight = shard_assignment(subs, shards, device, gpus)
     loads = [0.0] * shards
     for sid in {s.submission_id for s in runnable(subs)}:
@@ -119,10 +120,11 @@ def _expected_loads(manifest: str, modified_ns: int, shards: int, device: str, g
 
 
 def shard_priority(manifest: str | Path, shard: int, shards: int, device: str, gpus: int = 1) -> int:
-    """Snakemake's priority of check shard `shard` of `shards`: its expected seconds (`shard_assignment`),
-    so that where more shards than cores wait the longest start first and the shortest fill the end
-    (on an H100, shards of five minutes that started at minute 15 of 20 kept the run going four
-    minutes after most cores were idle, while one-submission shards had started first)."""
+    """Snakemake's priority of check shard `shard` of the dump's (`shards` as configured: `shard_count`
+    gives how many it gets): its expected seconds (`shard_assignment`), so that where more shards than
+    cores wait the longest start first and the shortest fill the end (on an H100, shards of five
+    minutes that started at minute 15 of 20 kept the run going four minutes after most cores were
+    idle, while one-submission shards had started first). The manifest is read once per run."""
     path = Path(manifest)
     if not path.is_file():  # not read yet (a dry run): no order to give
         return 0
@@ -132,7 +134,11 @@ def shard_priority(manifest: str | Path, shard: int, shards: int, device: str, g
 def shard_count(manifest: str | Path, shards: int) -> int:
     """How many check shards a dump gets: `shards`, or one per submission to run when it has fewer
     (at least one, which writes empty tables)."""
-    return max(1, min(shards, len(runnable(read_manifests([str(manifest)])))))
+    return _count(read_manifests([str(manifest)]), shards)
+
+
+def _count(subs: list, shards: int) -> int:
+    return max(1, min(shards, len(runnable(subs))))
 
 
 def runnable(subs: list) -> list:
