@@ -77,7 +77,7 @@ def main() -> None:
                 executor.run_case(args.strategy, 1000 + i, args.dtype, None)
             profiler.disable()
             executor.guard.harness = harness
-            pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+            pstats.Stats(profiler).sort_stats(os.environ.get("SORT","tottime")).print_stats(args.profile)
         print(json.dumps({
             "entry": entry, "device": args.device, "budget": budget, "cases": args.cases, "outcomes": outcomes,
             "mean_largest_input": round(elements / args.cases),

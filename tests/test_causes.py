@@ -243,6 +243,25 @@ def test_repeats_wrong_by_amounts_further_apart_than_the_tolerance_are_a_race(fi
         assert executor.explainer.answers[("repeated alike", "float32")] == 1
 
 
+def test_a_repeat_runs_the_candidate_again_not_the_reference(as_in_the_worker):
+    """A race's repeats call the candidate on the case's own values and judge it against the case's
+    truth: the float64 reference runs for the case only (once to see that it takes the sizes, once for
+    the truth), not again for each repeat (8 runs when each repeat was a full case)."""
+    import rescore.worker.executor as ex
+    from rescore.worker.protocol import job_of
+
+    executor = ex.Executor("cpu", 1 << 15)
+    executor.arm()
+    executor.load(job_of(submission("problem_scale.py", "scale_racy_wrong.py")))
+    executor.explainer.race_repeats = 3
+    runs = []
+    real = executor.reference.run
+    executor.reference.run = lambda *a, **k: runs.append(1) or real(*a, **k)
+    row = executor.run_case("default", 11, "float32")
+    assert row["cause"] == "race" and "ended 3 mismatch as it was" in row["cause_evidence"], row
+    assert len(runs) == 2
+
+
 def test_a_failure_that_repeats_alike_stops_being_repeated(as_in_the_worker):
     """Each repeat is a full case: once RACE_CAP failing cases of a dtype repeated alike (a
     deterministic failure), the later ones of that dtype are not repeated."""

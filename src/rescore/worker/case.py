@@ -168,7 +168,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     record = OpRecorder()
     start = time.perf_counter()
     try:
-        model = stateful.build_model(ctx, init, tdtype, wseed)
+        model = explain.build_model(ctx, init, tdtype, wseed)
         with torch.no_grad():
             for r in range(repeat - 1):  # earlier calls on other values of the same shape
                 with phases("decoy_values"):

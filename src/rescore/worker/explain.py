@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,10 +31,10 @@ import torch
 from rescore.inputs.strategies import CaseSpec
 from rescore.model.outcomes import Outcome
 from rescore.oracle import judge
-from rescore.oracle.reference import ReferenceRejects
+from rescore.oracle.reference import ReferenceRejects, seed_generators
 from rescore.worker import case_inputs, experiments, specialised
 from rescore.worker.context import WorkerContext
-from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure
+from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
 from rescore.worker.experiments import REPEATED_PASSES, CaseTrace, Cause, Confirmed
 from rescore.worker.placement import judged_where
 from rescore.worker.streams import call_seen
@@ -94,7 +96,7 @@ def _confirm(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | Non
     if row.get("diagnosis") == "out_of_bounds":
         return Confirmed(Cause.OUT_OF_BOUNDS, ((row.get("reason") or "").splitlines() or [""])[0])
     if trace is not None and row["outcome"] in JUDGED:
-        raced = _attempt(ctx, functools.partial(_race, run_case=run_case), trace, row)
+        raced = _attempt(ctx, _race, trace, row)
         if raced is not None:
             return raced
         for experiment in (_reused_result, _held_numerics, _serialised_streams):
@@ -110,7 +112,9 @@ def _attempt(ctx: WorkerContext, experiment, trace: CaseTrace, row: dict) -> Con
     """One experiment; one that raises confirms nothing (a broken CUDA context restarts the worker)."""
     try:
         return experiment(ctx, trace, row)
-    except ReferenceRejects:
+    except (ReferenceRejects, NeedsRestart) as exc:
+        if isinstance(exc, NeedsRestart):
+            raise
         return None
     except Exception as exc:  # noqa: BLE001 - the candidate's code runs again: anything can happen
         if is_cuda_failure(exc) and not cuda_context_usable():
@@ -129,6 +133,52 @@ class Call:
     watched: object = None
     checked: object = None
     inputs: list | None = None
+
+
+def build_model(ctx: WorkerContext, init: list, tdtype: torch.dtype, wseed: int):
+    """The candidate's model as a case builds it: its weights seeded as the reference's are, then
+    moved to the case's device and dtype, every step through the guard."""
+    assert ctx.loaded.candidate is not None
+    seed_generators(ctx.device, wseed)
+    new, device, module = ctx.loaded.candidate.ModelNew, ctx.device, torch.nn.Module  # read before it runs
+
+    def built(*args):
+        model = new(*args)
+        return model.to(device).to(tdtype) if isinstance(model, module) else model
+
+    return ctx.guard.call(built, *init)  # one call, one check of the harness after it
+
+
+def repeat_case(ctx: WorkerContext, trace: CaseTrace) -> dict:
+    """The case once more as its candidate met it (`case.run_spec`'s calls): a fresh model, the decoy
+    call on the case's own tensors when it had one, then the case's values written into them; the
+    output as the caller's stream saw it, judged against the case's truth. The float64 reference is not
+    run again: the values and weights are the case's, so its truth is too, and a repeat asks only
+    whether the candidate answers the same way. A call that raises ends the repeat as the case would
+    have ended (`verdict_of`: crash, timeout, out of memory)."""
+    guard, device = ctx.guard, ctx.device
+    start = time.perf_counter()
+    try:
+        model = build_model(ctx, trace.init, trace.tdtype, trace.wseed)
+        inputs = case_inputs.candidate_inputs(trace.lowp_inputs, trace.spec.layout)
+        with torch.no_grad():
+            if trace.decoy is not None:
+                case_inputs.refill(inputs, trace.decoy)
+                try:
+                    guard.call(model, *inputs)
+                except Exception:  # noqa: BLE001 - judged on the case's own values below, as the case was
+                    pass
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                case_inputs.refill(inputs, trace.lowp_inputs)
+            _, seen = call_seen(guard, model, *inputs, device=device)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
+            raise
+        return verdict_of(exc, guard.findings, ctx.loaded.candidate_file, device).row({}, start)
+    return own_truth(ctx, trace, seen)
 
 
 def again(ctx: WorkerContext, trace: CaseTrace, context=contextlib.nullcontext, check=None,
@@ -185,29 +235,24 @@ def truths_of(ctx: WorkerContext, trace: CaseTrace, values: list) -> tuple[list,
             ctx.reference.term_sizes(ctx.loaded.schema.linear, values64, truths))
 
 
-def same_case(spec: CaseSpec, decoy: bool) -> dict:
-    """The trigger that runs a case again exactly: its sizes, values, layout, dtype and seed (the
-    strategy and seed are passed beside it), with the decoy call when the case had one."""
-    return {"sizes": spec.sizes, "dtype": spec.dtype, "values": spec.values, "layout": spec.layout, "decoy": decoy}
-
-
-def _race(ctx: WorkerContext, trace: CaseTrace, row: dict, run_case: RunCase) -> Confirmed | None:
-    """race / unsynchronized_stream: the same case (a fresh model, the same values, the same decoy
-    call) run `race_repeats` times more does not always end as it did, or is wrong each time by
-    amounts further apart than the comparison allows any element to be off (`_error_spread`: their
+def _race(ctx: WorkerContext, trace: CaseTrace, row: dict) -> Confirmed | None:
+    """race / unsynchronized_stream: the same case (`repeat_case`: a fresh model, the same values, the
+    same decoy call) run `race_repeats` times more does not always end as it did, or is wrong each time
+    by amounts further apart than the comparison allows any element to be off (`_error_spread`: their
     outputs differ from each other by more than rounding). Then, when the candidate switched streams
     and every repeat with the switches dropped passes, the race is between its streams and the
-    caller's. Once RACE_CAP failing cases of a dtype of a load have repeated alike, its later failing
-    cases are not repeated (a deterministic failure; the repeats are full cases)."""
+    caller's. A repeat the machine could not run (out of memory, a call the sandbox refused) tells
+    nothing: no cause. Once RACE_CAP failing cases of a dtype of a load have repeated alike, its later
+    failing cases are not repeated (a deterministic failure)."""
     repeats = ctx.explainer.race_repeats
-    spec = trace.spec
-    alike = ("repeated alike", spec.dtype)
+    alike = ("repeated alike", trace.spec.dtype)
     answers = ctx.explainer.answers
     if repeats <= 0 or answers.get(alike, 0) >= RACE_CAP:
         return None
-    rows = [run_case(spec.strategy, spec.seed, spec.dtype, same_case(spec, trace.decoy is not None))
-            for _ in range(repeats)]
+    rows = [repeat_case(ctx, trace) for _ in range(repeats)]
     outcomes = [str(r.get("outcome")) for r in rows]
+    if any(o in (Outcome.OOM, Outcome.SKIPPED) for o in outcomes):
+        return None
     counts = ", ".join(f"{outcomes.count(o)} {o}" for o in dict.fromkeys(outcomes))
     if all(o == row["outcome"] for o in outcomes):
         spread = _error_spread([row, *rows])

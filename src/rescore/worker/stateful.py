@@ -21,34 +21,18 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 
-import torch
-
 from rescore.inputs.seeds import sub_seed
 from rescore.inputs.strategies import CaseSpec
 from rescore.model.outcomes import Outcome
 from rescore.oracle import judge
-from rescore.oracle.reference import ReferenceRejects, flatten, seed_generators
+from rescore.oracle.reference import ReferenceRejects, flatten
 from rescore.worker import case_inputs, experiments
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import cuda_context_usable, is_cuda_failure
 from rescore.worker.experiments import CaseTrace, Cause, Confirmed
-from rescore.worker.explain import again, aside, judged, truths_of
+from rescore.worker.explain import again, aside, build_model, judged, truths_of
 
 STATEFUL_CALLS = 4
-
-
-def build_model(ctx: WorkerContext, init: list, tdtype: torch.dtype, wseed: int):
-    """The candidate's model as a case builds it: its weights seeded as the reference's are, then
-    moved to the case's device and dtype, every step through the guard."""
-    assert ctx.loaded.candidate is not None
-    seed_generators(ctx.device, wseed)
-    new, device, module = ctx.loaded.candidate.ModelNew, ctx.device, torch.nn.Module  # read before it runs
-
-    def built(*args):
-        model = new(*args)
-        return model.to(device).to(tdtype) if isinstance(model, module) else model
-
-    return ctx.guard.call(built, *init)  # one call, one check of the harness after it
 
 
 def due(ctx: WorkerContext, trace: CaseTrace) -> bool:
