@@ -10,7 +10,7 @@ candidate call), timing its phases with a `worker.phases.PhaseTimer`, and prints
 milliseconds per case in total and in each phase. Phases nest (`call` runs inside `rerun`, `police`
 inside `call`), so they do not add up to the total.
 With `--profile N` it also runs the cases under cProfile and prints the N functions with the most
-time of their own.
+time of their own (SORT=cumulative in the environment: with the most time under them).
 """
 
 from __future__ import annotations
