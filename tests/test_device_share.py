@@ -59,6 +59,34 @@ def test_a_retry_alone_waits_for_running_requests_and_goes_before_new_ones(tmp_p
     assert not retry_waiting(str(running.paths["waiting"]))
 
 
+def test_a_retry_alone_with_a_limit_gives_up_on_a_long_request_and_lets_new_ones_in(tmp_path):
+    """A retry alone holds new requests back only for its limit: a request running past it goes on,
+    the retry holds nothing for its block, and a new request gets in at once; without the limit it
+    waits for the running request to end."""
+    running, retry, late = (DeviceLock(tmp_path, "gpu-0") for _ in range(3))
+    started, done = threading.Event(), threading.Event()
+
+    def run_request() -> None:
+        with running.shared():
+            started.set()
+            done.wait(10)
+
+    holder = threading.Thread(target=run_request)
+    holder.start()
+    started.wait(5)
+    began = time.monotonic()
+    with retry.exclusive(0.3) as held:
+        assert not held and retry.held is None
+    assert 0.3 <= time.monotonic() - began < 2.0
+    assert not retry_waiting(str(running.paths["waiting"]))  # the workers keep their caches again
+    with late.shared():  # the running request still runs: a new one is let in beside it
+        assert not done.is_set()
+    done.set()
+    holder.join(10)
+    with retry.exclusive(0.3) as held:  # nothing running: alone at once
+        assert held and retry.held == "exclusive"
+
+
 def test_the_ledger_grants_in_order_and_a_release_lets_the_next_in(tmp_path):
     ledger = Ledger(tmp_path, "gpu-0", poll_s=0.01)
     assert ledger.reserve("a", 60, 100).waited_s < 0.5

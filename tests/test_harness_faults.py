@@ -136,6 +136,29 @@ def test_a_retry_alone_says_how_long_it_waited_for_the_running_requests(shared_w
     assert all(float(m.group(5)) >= float(m.group(6)) for m in found)
 
 
+def test_a_retry_alone_gives_up_on_a_long_request_before_waiting_as_long_as_it_runs(shared_worker, share_dir,
+                                                                                     caplog, monkeypatch):
+    """A retry alone holds the other workers back for ALONE_HOLD_S at most, then lets them in again;
+    only its last try waits as long as the running request takes. The case is judged all the same, and
+    the shard's log says how long each try that gave up held the others back."""
+    import rescore.engine.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "ALONE_HOLD_S", 0.4)
+    monkeypatch.setattr(sandbox, "LET_IN_S", 0.1)
+    other, released = other_worker_holds(share_dir, 3.0)
+    with caplog.at_level(logging.INFO, logger="rescore"):
+        rows = run_submission(stand_in("oom_while_shared.py"), CFG, shared_worker)
+    other.join()
+    assert [r["outcome"] for r in rows] == [Outcome.PASS] * 3, [r.get("reason") for r in rows]
+    messages = [r.getMessage() for r in caplog.records]
+    gave_up = [m for m in messages if m.startswith(sandbox.NOT_ALONE)]
+    assert len(gave_up) == sandbox.ALONE_TRIES - 1, messages  # the first case's tries while the other ran
+    assert all("after 0.4 s: the running requests went on" in m for m in gave_up), gave_up
+    found = [m for line in messages if (m := RETRY_LINE.search(line))]
+    assert [m.group(1) for m in found] == ["alone"] * 3
+    assert float(found[0].group(6)) >= 0.8  # held back over its tries: the two that gave up, then the last
+
+
 def test_out_of_memory_that_room_cures_waits_for_a_report_of_it_not_for_the_device_alone(tmp_path, caplog):
     """Still out of memory with the caches handed back, a request waits for the device to report room
     for it (the other workers' answers write their measured free memory to the ledger) and runs again

@@ -26,11 +26,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.engine.sandbox import ALONE, CONFIRM_LINE, HANDED_BACK, NO_ROOM, RETRY_LINE, ROOM
+from rescore.engine.sandbox import ALONE, CONFIRM_LINE, HANDED_BACK, NO_ROOM, NOT_ALONE, RETRY_LINE, ROOM
 from rescore.model.oom import OOM_MARKERS
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
 
 WAITED = re.compile(r"waited ([\d.]+) s for")
+GAVE_UP = re.compile(r"after ([\d.]+) s: the running requests went on")
 # how a reservation was granted, in its line (`sharing.DeviceShare.reserve`; older runs' lines do not say)
 ON_FREE = "on the device's measured free memory"
 HOW = re.compile(r"granted (?:.* after [\d.]+ s )?"
@@ -83,6 +84,7 @@ def main() -> None:
     alone_s, alone_waits = [], []  # a retry alone's seconds, and those waiting for the running requests
     room_waits: list[float] = []  # a retry once the device had room: the seconds it waited for that
     no_room = 0  # waits for room that ended without it (the request then ran alone)
+    gave_up: list[float] = []  # tries alone that gave up waiting for the running requests, their seconds
     waits: list[float] = []
     granted: Counter = Counter()  # how each wait over a second ended (`HOW`)
     free_grants = 0  # reservations granted on the device's measured free memory (`Ledger.note_free`)
@@ -100,6 +102,8 @@ def main() -> None:
                     room_waits.append(float(m.group(6)))
             elif NO_ROOM in line:
                 no_room += 1
+            elif NOT_ALONE in line and (m := GAVE_UP.search(line)):
+                gave_up.append(float(m.group(1)))
             elif m := CONFIRM_LINE.search(line):
                 confirmed[m.group(3)] += 1
             elif m := WAITED.search(line):
@@ -121,6 +125,9 @@ def main() -> None:
     if alone_s:
         print(f"the retries alone took {sum(alone_s):.0f} s, {sum(alone_waits):.0f} s of it waiting for the running "
               f"requests (every other worker of the device stopped meanwhile), longest {max(alone_s):.0f} s")
+    if gave_up:
+        print(f"tries alone that gave up waiting for the running requests (new ones let in again): {len(gave_up)}, "
+              f"{sum(gave_up):.0f} s in all")
     if room_waits or no_room:
         print(f"waits for room before a retry alone: {len(room_waits)} found it in {sum(room_waits):.0f} s "
               f"(longest {max(room_waits, default=0):.0f} s), {no_room} did not")

@@ -551,10 +551,11 @@ class Worker:
             return False
         return True
 
-    def alone(self) -> contextlib.AbstractContextManager[float]:
+    def alone(self, limit_s: float | None = None) -> contextlib.AbstractContextManager[float]:
         """The device to this worker alone for the requests inside (a retry after running out of
-        memory); yields the seconds it waited for that."""
-        return self._holding(self.share.lock.exclusive())
+        memory); yields the seconds it waited for that. With `limit_s` it may give up waiting for the
+        running requests (`DeviceLock.exclusive`): then `self.share.lock.held` is None inside."""
+        return self._holding(self.share.lock.exclusive(limit_s))
 
     def await_room(self, need: int) -> tuple[bool, float]:
         """Wait for the device to report room for `need` bytes (`DeviceShare.await_room`), charged as
@@ -609,6 +610,17 @@ RETRY_LINE = re.compile(r"retried (alone|with the caches handed back|once the de
                         r"(?:; ([\d.]+) s(?:, ([\d.]+) s of it waiting for (?:the running requests|room))?)?$")
 HANDED_BACK, ROOM, ALONE = "with the caches handed back", "once the device had room", "alone"
 NO_ROOM = "no room reported on "  # the start of the line of a wait for room that ended without it
+NOT_ALONE = "not alone on "  # the start of the line of a try alone that gave up after ALONE_HOLD_S
+
+
+ALONE_HOLD_S = 20.0
+"""How long a retry alone holds new requests back while it waits for the running ones to end, before it
+lets them in again and waits for room beside them instead; its last try (of ALONE_TRIES) waits as long
+as they run. Every other worker of the device stops while it waits: on an H100 one request running for
+minutes held 15 workers up behind a retry alone for 116 s (1,700 of the run's worker-seconds), and such
+waits took 5 to 167 s in the runs before."""
+ALONE_TRIES = 3
+LET_IN_S = 1.0  # after a try alone gave up, where no room is reported: the requests it held back get in
 
 
 def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -> dict:
@@ -616,30 +628,65 @@ def retry_for_memory(worker: Worker, msg: Request, timeout: float, first: str) -
     and the device still shared; still out of memory, once the device reports room for it (at most
     `sharing.ROOM_WAIT_S`, the caches still handed back); then with the device alone. A retry alone
     waits for every running request to end and holds new ones back, so it stops every worker of the
-    device: on an H100, 6 to 167 s each time; a wait for room stops no one. Its log line says which
-    way it ran and how long it took (`tools/harness_faults.py` sums them)."""
+    device: it gives up after ALONE_HOLD_S and waits for room again, the device shared, before it
+    tries again; the last of ALONE_TRIES waits as long as the running requests take. A wait for room
+    stops no one. Its log line says which way it ran and how long it took (`tools/harness_faults.py`
+    sums them)."""
     began = time.monotonic()
     with worker.reclaiming():
         result = worker.request(msg, timeout)
         if not needs_device_alone(result):
             _note_retry(worker, HANDED_BACK, None, first, result.get("outcome"), began)
             return result
-        if worker.share.capacity is not None:  # a device whose memory is reserved: it reports its free memory
-            said = result.get(ALONE_KEY) or {}  # the worker's reading of torch's message
-            asked = said.get("bytes") or requested_bytes(str(result.get("reason") or ""))
-            need = worker.share.room_needed(asked, said.get("in_use"))
-            room, waited = worker.await_room(need)
-            if not room:
-                log.info(NO_ROOM + "%s after %.1f s for %s (a request that asked for %s)", worker.share.key,
-                         waited, size_text(need), size_text(asked))
-            else:
+        need = _room_needed(worker, result)
+        roomy = _once_room(worker, msg, timeout, need, first, began)
+        if roomy is not None:
+            return roomy
+    held_back = 0.0  # seconds this retry held the other workers back, over its tries alone
+    for attempt in range(ALONE_TRIES):
+        limit = ALONE_HOLD_S if attempt < ALONE_TRIES - 1 else None
+        with worker.alone(limit) as waited:
+            held_back += waited
+            if worker.share.lock.held == "exclusive":
                 result = worker.request(msg, timeout)
-                if not needs_device_alone(result):
-                    _note_retry(worker, ROOM, waited, first, result.get("outcome"), began)
-                    return result
-    with worker.alone() as waited:
-        result = worker.request(msg, timeout)
-    _note_retry(worker, ALONE, waited, first, result.get("outcome"), began)
+                _note_retry(worker, ALONE, held_back, first, result.get("outcome"), began)
+                return result
+        log.info(NOT_ALONE + "%s after %.1f s: the running requests went on; new ones let in again, and the "
+                 "retry waits for room beside them", worker.share.key, waited)
+        if need is None:
+            time.sleep(LET_IN_S)
+            continue
+        with worker.reclaiming():
+            roomy = _once_room(worker, msg, timeout, need, first, began)
+            if roomy is not None:
+                return roomy
+    raise AssertionError("the last try alone waits as long as the running requests take")
+
+
+def _room_needed(worker: Worker, result: dict) -> int | None:
+    """The room a request that ran out of memory (`result`) needs; None where the device's memory is not
+    reserved (nothing reports its free memory)."""
+    if worker.share.capacity is None:
+        return None
+    said = result.get(ALONE_KEY) or {}  # the worker's reading of torch's message
+    asked = said.get("bytes") or requested_bytes(str(result.get("reason") or ""))
+    return worker.share.room_needed(asked, said.get("in_use"))
+
+
+def _once_room(worker: Worker, msg: Request, timeout: float, need: int | None, first: str,
+               began: float) -> dict | None:
+    """The request run again once the device reports room for `need` bytes (`Worker.await_room`), the
+    device shared; None when no room came or it ran out of memory again (or nothing reports room)."""
+    if need is None:
+        return None
+    room, waited = worker.await_room(need)
+    if not room:
+        log.info(NO_ROOM + "%s after %.1f s for %s", worker.share.key, waited, size_text(need))
+        return None
+    result = worker.request(msg, timeout)
+    if needs_device_alone(result):
+        return None
+    _note_retry(worker, ROOM, waited, first, result.get("outcome"), began)
     return result
 
 

@@ -19,7 +19,8 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
   of starving it; it also holds the `waiting` file (shared) while it waits and runs, which tells the
   workers to hand their cached GPU memory back: after their request, or within IDLE_POLL_S while
   they wait for one; the retry starts SETTLE_S after it raised that flag at the earliest, so that
-  the idle ones have done so.
+  the idle ones have done so. Given a time limit (`engine/sandbox.py`: ALONE_HOLD_S), a retry alone
+  whose running requests have not all ended within it gives up, and the requests it held back go in.
 - `Ledger`: each holder reserves the bytes it expects its next request to need and waits while the
   device's capacity is taken. A request counts every earlier one still waiting as held, so it goes
   ahead of them only when all fit, unless it is small (at most BACKFILL of the capacity) and fits
@@ -129,20 +130,30 @@ class DeviceLock:
             fcntl.flock(self.fds["waiting"], fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """The device to this holder alone: waits for the requests running now, lets no new one start."""
+    def exclusive(self, limit_s: float | None = None) -> Iterator[bool]:
+        """The device to this holder alone: waits for the requests running now, lets no new one start.
+        With `limit_s`, it gives up when they have not all ended within it, lets new requests in again
+        and holds nothing for the block (yields False); else yields True."""
         if self.held == "exclusive":
-            yield
+            yield True
             return
         assert self.held is None, "a retry alone is taken between requests, never inside one"
         fcntl.flock(self.fds["waiting"], fcntl.LOCK_SH)  # the workers hand their cached memory back
         flagged = time.monotonic()
-        fcntl.flock(self.fds["turnstile"], fcntl.LOCK_EX)  # no new request gets in
-        fcntl.flock(self.fds["lock"], fcntl.LOCK_EX)  # the running ones have ended
+        deadline = None if limit_s is None else flagged + limit_s
+        if not _flock_by(self.fds["turnstile"], deadline):  # no new request gets in
+            fcntl.flock(self.fds["waiting"], fcntl.LOCK_UN)
+            yield False
+            return
+        if not _flock_by(self.fds["lock"], deadline):  # the running ones have ended
+            for name in ("turnstile", "waiting"):
+                fcntl.flock(self.fds[name], fcntl.LOCK_UN)
+            yield False
+            return
         time.sleep(max(0.0, self.settle_s - (time.monotonic() - flagged)))  # the idle ones have handed back
         self.held = "exclusive"
         try:
-            yield
+            yield True
         finally:
             self.held = None
             for name in ("lock", "turnstile", "waiting"):
@@ -155,6 +166,25 @@ class DeviceLock:
     def close(self) -> None:
         self._closer()
         self.fds = {}
+
+
+EXCLUSIVE_POLL_S = 0.05  # how often a retry alone with a time limit asks again for the device
+
+
+def _flock_by(fd: int, deadline: float | None) -> bool:
+    """An exclusive flock on `fd`, waited for until `deadline` (time.monotonic(); None: as long as it
+    takes); whether it was taken."""
+    if deadline is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(EXCLUSIVE_POLL_S)
 
 
 def retry_waiting(path: str | None = None) -> bool:
