@@ -217,3 +217,40 @@ def test_an_explicit_domain_wins_and_integer_inputs_have_none(tmp_path):
     a, b = schema.input_domains[:2]
     assert (a.domain, a.origin, a.evidence) == ("positive", "schema", "the op schema names it")
     assert (b.domain, b.origin, b.evidence) == (None, "not floating", "a torch.int64 tensor")
+
+
+SHAPED = '''
+import torch
+batch = 4
+dim = 8
+calls = [0]
+
+
+def get_inputs():
+    calls[0] += 1
+    return [torch.randn(batch, dim), torch.randn(dim)]
+'''
+
+
+def test_shapes_made_on_the_meta_device_are_asked_once_per_sizes_and_those_made_for_real_each_time(tmp_path):
+    """A case's draw asks for its inputs' shapes at the sizes it tries two or three times: made on the
+    meta device, they are remembered per problem and sizes (the answer the same); a factory that cannot
+    run on meta is drawn for real each time, from seed 0, as before."""
+    import torch
+
+    from rescore.worker.problem_sizes import input_shapes
+
+    module = _module(SHAPED, tmp_path)
+    assert input_shapes(module, {"batch": 2, "dim": 3}) == [(2, 3), (3,)]
+    assert input_shapes(module, {"batch": 2, "dim": 3}) == [(2, 3), (3,)]
+    assert input_shapes(module, {"batch": 5, "dim": 3}) == [(5, 3), (3,)]
+    assert module.calls[0] == 2
+    real = _module(SHAPED.replace("torch.randn(dim)", "torch.randn(dim).numpy()"), tmp_path, "real")
+    torch.manual_seed(7)
+    assert input_shapes(real, {"batch": 2, "dim": 3}) == [(2, 3), None]
+    assert input_shapes(real, {"batch": 2, "dim": 3}) == [(2, 3), None]
+    assert real.calls[0] == 4  # on meta, then for real, each time
+    after = torch.randn(2)
+    torch.manual_seed(0)
+    torch.randn(2, 3), torch.randn(3)
+    assert torch.equal(after, torch.randn(2))  # the generator where a draw from seed 0 leaves it
