@@ -37,6 +37,25 @@ def test_each_second_counts_once_under_its_table_phase():
     assert timer.take() == {} and timer.spent == {}
 
 
+def test_inside_an_experiment_each_second_is_the_innermost_experiments():
+    """A failed case's experiments are split by what they are: the race repeats and the size and dtype
+    triggers inside `explain` are their own table phases, the rest of `explain` the experiments'."""
+    timer = PhaseTimer()
+    with timer("explain"):
+        time.sleep(0.01)
+        with timer("race"):
+            with timer("call"):
+                time.sleep(0.02)
+        with timer("sizes"):
+            with timer("reference"):
+                time.sleep(0.01)
+    spent = dict(timer.spent)
+    taken = timer.take()
+    assert set(taken) == {"experiments", "race_repeats", "size_experiments"}
+    assert abs(sum(taken.values()) - spent["explain"]) < 1e-6
+    assert taken["race_repeats"] >= 0.02 and taken["size_experiments"] >= 0.01 and taken["experiments"] < 0.02
+
+
 def test_a_submissions_phases_add_up_to_its_elapsed_time():
     spent = PhaseLog()
     spent.add("candidate", 2.0)

@@ -96,7 +96,8 @@ def _confirm(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | Non
     if row.get("diagnosis") == "out_of_bounds":
         return Confirmed(Cause.OUT_OF_BOUNDS, ((row.get("reason") or "").splitlines() or [""])[0])
     if trace is not None and row["outcome"] in JUDGED:
-        raced = _attempt(ctx, _race, trace, row)
+        with ctx.phases("race"):
+            raced = _attempt(ctx, _race, trace, row)
         if raced is not None:
             return raced
         for experiment in (_reused_result, _held_numerics, _serialised_streams):
@@ -105,7 +106,8 @@ def _confirm(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | Non
                 return found
     if override:
         return None
-    return specialised.confirm(ctx, spec, row, run_case, decoy)
+    with ctx.phases("sizes"):
+        return specialised.confirm(ctx, spec, row, run_case, decoy)
 
 
 def _attempt(ctx: WorkerContext, experiment, trace: CaseTrace, row: dict) -> Confirmed | None:

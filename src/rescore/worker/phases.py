@@ -16,15 +16,18 @@ _NULL = contextlib.nullcontext()
 
 # The table phase of each phase a worker times. A request's whole time is in one of `load`, `fixed`,
 # `time` (the timing stage) or `case`; inside a case, time belongs to its innermost phase, except that everything
-# inside an experiment (`explain`, `second_call`: candidate calls, references, comparisons) is the
-# experiments'. Time of a case in no named phase is the worker's own (`worker_other`).
+# inside an experiment (`explain`, and within it `race`, `sizes`; `second_call`: candidate calls,
+# references, comparisons) is that experiment's, the innermost one's. Time of a case in no named phase
+# is the worker's own (`worker_other`).
 CATEGORY = {
     "load": "load",
     "fixed": "fixed",
     "time": "timing",
     "case": "worker_other",
     "explain": "experiments",
-    "second_call": "experiments",
+    "race": "race_repeats",  # a failing case run again, to tell a race (`explain._race`)
+    "sizes": "size_experiments",  # the failing case at other sizes and dtypes (`specialised.confirm`)
+    "second_call": "second_call",  # a passing case's model called again on one shape (`stateful.probe`)
     "reference_build": "reference_build",
     "reference": "reference",
     "call": "candidate",
@@ -45,7 +48,7 @@ CATEGORY = {
     "snapshot": "inputs",
 }
 # Phases that own all time spent inside them, whatever is nested.
-ENCLOSING = frozenset({"load", "fixed", "time", "explain", "second_call"})
+ENCLOSING = frozenset({"load", "fixed", "time", "explain", "race", "sizes", "second_call"})
 OTHER = "worker_other"
 
 
@@ -79,7 +82,9 @@ class PhaseTimer(Phases):
         return taken
 
     def _category(self, name: str) -> str:
-        for entered in self._stack:  # outermost first
+        if name in ENCLOSING:
+            return CATEGORY[name]
+        for entered in reversed(self._stack):  # innermost first
             if entered.name in ENCLOSING:
                 return CATEGORY[entered.name]
         return CATEGORY.get(name, OTHER)
