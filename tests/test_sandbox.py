@@ -131,3 +131,17 @@ def test_triton_compile_error_names_its_source_line_and_cause():
     verdict = classify_exception(exc, None)
     assert verdict.outcome == "compile_error"
     assert "tl.exp(2.0 * z)" in verdict.reason and "but got fp16" in verdict.reason
+
+
+def test_a_workers_log_says_where_its_start_went(worker):
+    """Each worker's log opens with how long its start took and in which steps (a worker started in
+    7 to 12 s on an H100 host against 1.5 s here, and the logs did not say where)."""
+    import re
+
+    run_submission(toy_submission("problem_scale.py", "torch_correct.py"), CFG, worker)
+    line = next(x for x in worker.log_path.read_text().splitlines() if " ready in " in x)
+    m = re.search(r"ready in ([\d.]+) s \(torch and the device ([\d.]+) s, the harness's imports ([\d.]+) s, "
+                  r"the harness's snapshots ([\d.]+) s\)$", line)
+    assert m, line
+    total, *steps = map(float, m.groups())
+    assert abs(total - sum(steps)) < 0.02 and steps[1] > 0

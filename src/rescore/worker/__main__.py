@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from multiprocessing.connection import Connection
 
 
@@ -22,12 +23,14 @@ def main() -> None:
     parser.add_argument("--no-explain", dest="explain", action="store_false",
                         help="no experiments to confirm a failure's cause, no second call (worker/explain.py)")
     args = parser.parse_args()
+    began = time.perf_counter()
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     sys.dont_write_bytecode = True
     from rescore.runtime.device import NO_DEVICE_EXIT, device_problem
 
     problem = device_problem(args.device)
+    marks = {"torch and the device": time.perf_counter()}
     if problem:  # a usage error of the run, not a kernel's verdict: the parent raises DeviceUnavailable
         print(problem, file=sys.stderr, flush=True)
         os._exit(NO_DEVICE_EXIT)
@@ -43,6 +46,8 @@ def main() -> None:
     print(f"rescore worker {os.getpid()}: cwd {os.getcwd()}, limits {limits}", file=sys.stderr, flush=True)
     # Import only now: TRITON_INTERPRET must be set before triton is imported.
     from rescore.worker.loop import main_loop
+
+    marks["the harness's imports"] = time.perf_counter()
 
     class Duplex:
         def __init__(self, r: Connection, w: Connection):
@@ -63,6 +68,7 @@ def main() -> None:
         args.budget,
         audit,
         explain=args.explain,
+        started=(began, marks),
     )
     sys.stdout.flush()
     os._exit(0)

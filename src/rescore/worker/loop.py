@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch
 
@@ -14,6 +15,16 @@ from rescore.worker import confine, footprint, loading, protocol
 from rescore.worker.exceptions import NeedsRestart, harness_failure
 from rescore.worker.executor import Executor
 from rescore.worker.phases import PhaseTimer
+
+
+def start_line(began: float, marks: dict[str, float], armed: float) -> str:
+    """The worker log's line of where its start went: each step's seconds (`marks`: when each ended,
+    in order), then the harness's snapshots (`armed`)."""
+    steps, last = [], began
+    for name, at in [*marks.items(), ("the harness's snapshots", armed)]:
+        steps.append(f"{name} {at - last:.2f} s")
+        last = at
+    return f"rescore worker {os.getpid()}: ready in {armed - began:.2f} s ({', '.join(steps)})"
 
 
 def poison_fresh_memory() -> None:
@@ -29,16 +40,19 @@ def poison_fresh_memory() -> None:
 
 
 def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None,
-              explain: bool = True) -> None:  # pragma: no cover
+              explain: bool = True, started: tuple[float, dict[str, float]] | None = None) -> None:  # pragma: no cover
     """The worker: receive jobs and cases over `conn`, answer each with a row.
 
     Requests arrive as (token, message); each answer carries its request's token, so a message that
-    the candidate writes into the result channel itself is recognised by the parent as forged."""
+    the candidate writes into the result channel itself is recognised by the parent as forged.
+    `started`: when the worker's main began and when each step of its start ended (its log's line)."""
     os.environ["RESCORE_WORKER"] = "1"
     poison_fresh_memory()
     timer = PhaseTimer()  # where each request's time goes: sent with its answer (the phase table)
     executor = Executor(device, budget, phases=timer, explain=explain)
     executor.arm(audit)
+    if started is not None:
+        print(start_line(*started, time.perf_counter()), file=sys.stderr, flush=True)
     scale = protocol.BENCHMARK  # the sizes the last request ran at (`protocol.scale_of`)
     while True:
         try:
