@@ -262,6 +262,22 @@ def test_a_repeat_runs_the_candidate_again_not_the_reference(as_in_the_worker):
     assert len(runs) == 2
 
 
+def test_a_repeat_the_machine_could_not_run_confirms_no_race(as_in_the_worker):
+    """A repeat that ran out of device memory (other workers held it) ended otherwise than the case,
+    but for the machine's reason, not the kernel's timing: no race is confirmed of it."""
+    import rescore.worker.executor as ex
+    from rescore.worker.protocol import job_of
+
+    executor = ex.Executor("cpu", 1 << 15)
+    executor.arm()
+    executor.load(job_of(submission("problem_scale.py", "scale_wrong_then_oom.py")))
+    executor.explainer.race_repeats = 3
+    row = executor.run_case("default", 11, "float32", defer_explain=True)
+    assert row["outcome"] == "mismatch", row
+    found = executor.run_explain()
+    assert found.get("cause") != "race", found
+
+
 def test_a_failure_that_repeats_alike_stops_being_repeated(as_in_the_worker):
     """Each repeat is a full case: once RACE_CAP failing cases of a dtype repeated alike (a
     deterministic failure), the later ones of that dtype are not repeated."""

@@ -114,9 +114,9 @@ def _attempt(ctx: WorkerContext, experiment, trace: CaseTrace, row: dict) -> Con
     """One experiment; one that raises confirms nothing (a broken CUDA context restarts the worker)."""
     try:
         return experiment(ctx, trace, row)
-    except (ReferenceRejects, NeedsRestart) as exc:
-        if isinstance(exc, NeedsRestart):
-            raise
+    except NeedsRestart:  # a repeat's call left the CUDA context unusable (`verdict_of`)
+        raise
+    except ReferenceRejects:
         return None
     except Exception as exc:  # noqa: BLE001 - the candidate's code runs again: anything can happen
         if is_cuda_failure(exc) and not cuda_context_usable():
