@@ -231,24 +231,11 @@ def torch_state() -> dict[str, Any]:
     }
 
 
-def use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
-    """`torch.use_deterministic_algorithms`, without importing TorchInductor to set its own flag (that
-    import was 1.6 to 2.7 s of a worker's start here, and most candidates never compile): Inductor's
-    config takes the mode from TORCHINDUCTOR_DETERMINISTIC when it is imported later, and directly
-    once it has been."""
-    config = sys.modules.get("torch._inductor.config")
-    if config is not None:
-        config.deterministic = mode
-    else:
-        os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1" if mode else "0"
-    torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
-
-
 def _put_torch_state(name: str, value: Any) -> None:
     from torch.utils import deterministic
 
     if name == "deterministic":
-        use_deterministic_algorithms(value[0], warn_only=value[1])
+        torch.use_deterministic_algorithms(value[0], warn_only=value[1])
     elif name == "fill_uninitialized_memory":
         deterministic.fill_uninitialized_memory = value
     elif name == "default_dtype":

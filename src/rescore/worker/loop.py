@@ -8,11 +8,12 @@ import os
 import sys
 import time
 
+import torch
+
 from rescore.model.outcomes import Outcome
 from rescore.worker import confine, footprint, loading, protocol
 from rescore.worker.exceptions import NeedsRestart, harness_failure
 from rescore.worker.executor import Executor
-from rescore.worker.integrity import use_deterministic_algorithms
 from rescore.worker.phases import PhaseTimer
 
 
@@ -33,7 +34,7 @@ def poison_fresh_memory() -> None:
 
     from torch.utils import deterministic
 
-    use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(True, warn_only=True)
     deterministic.fill_uninitialized_memory = True
     warnings.filterwarnings("ignore", message=".*deterministic.*")
 
