@@ -89,10 +89,13 @@ def test_hack_is_caught_and_harms_nothing(name, worker):
     assert all(not r.get("findings") for r in after), [r.get("findings") for r in after]
 
 
-def test_a_correct_kernel_has_no_findings(worker):
-    rows = run_submission(toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",)), CFG, worker)
+@pytest.mark.parametrize("kernel", ["scale_correct.py", "torch_compiled.py"])
+def test_a_correct_kernel_has_no_findings(kernel, worker):
+    """torch.compile's own patch of torch.nn.Module (Dynamo's tagging of modules, at its first compile)
+    is torch's, made before the harness's snapshot: no `patched_harness` for a kernel that compiles."""
+    rows = run_submission(toy_submission("problem_scale.py", kernel, dtypes=("float32",)), CFG, worker)
     assert [r["outcome"] for r in rows] == ["pass", "pass"]
-    assert all(not r.get("findings") for r in rows)
+    assert all(not r.get("findings") for r in rows), [r.get("findings") for r in rows]
 
 
 NATIVE_CONNECT = '''import ctypes

@@ -28,6 +28,18 @@ from rescore.worker.turns import Turns, watch_dynamo
 from rescore.worker.usage import Launches, OpRecorder, holds_reference
 
 
+def _tag_modules_as_dynamo_does() -> None:
+    """torch.compile's first compile in a process patches `torch.nn.Module.__init__` and `__setstate__`
+    (Dynamo's generation tagging, once per process; torch's own machinery, not the candidate's). Done
+    here, before the harness's snapshot, it is part of the harness: a candidate's first compile no
+    longer reads as `patched_harness`, and the patch is not undone after each of its calls. A module
+    built before a compile is tagged with an older generation than the compile's, which Dynamo treats
+    as a module it never saw being built: the same as no tag."""
+    from torch._dynamo import mutation_guard  # the worker has it: torch.use_deterministic_algorithms imports it
+
+    mutation_guard.install_generation_tagging_init()
+
+
 class Guard:
     """Runs candidate code (`call`) and records what it did: findings of the current request, and
     those of the submission's load, which every row of the submission carries."""
@@ -54,6 +66,7 @@ class Guard:
         """Take the snapshots the candidate will be checked against; from now on the audit hook blocks.
         Called once in a worker, after the harness's own imports and before any candidate loads."""
         Launches.install()
+        _tag_modules_as_dynamo_does()
         gc.collect()
         gc.freeze()  # the harness's own objects are never garbage: collections then skip them
         self.harness = Harness()
