@@ -35,9 +35,13 @@ def _tag_modules_as_dynamo_does() -> None:
     longer reads as `patched_harness`, and the patch is not undone after each of its calls. A module
     built before a compile is tagged with an older generation than the compile's, which Dynamo treats
     as a module it never saw being built: the same as no tag."""
-    from torch._dynamo import mutation_guard  # the worker has it: torch.use_deterministic_algorithms imports it
-
-    mutation_guard.install_generation_tagging_init()
+    try:
+        from torch._dynamo import mutation_guard  # the worker has it: torch.use_deterministic_algorithms imports it
+    except ImportError:  # a torch without Dynamo: no compile to patch anything
+        return
+    install = getattr(mutation_guard, "install_generation_tagging_init", None)  # torch 2.0 to 2.13 at least
+    if install is not None:
+        install()
 
 
 class Guard:
