@@ -111,12 +111,12 @@ _SHAPES: weakref.WeakKeyDictionary[types.ModuleType, dict[tuple, list]] = weakre
 def input_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[int, ...] | None]:
     """Shapes of `get_inputs()` at these sizes (`inputs_at`)."""
     known = _SHAPES.setdefault(module, {})
-    key = tuple(sorted(sizes.items()))
+    key = tuple(sorted(sizes.items())) if all(isinstance(v, int) for v in sizes.values()) else None
     if key in known:
         return list(known[key])
     inputs, on_meta = _inputs_at(module, sizes)
     shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in inputs]
-    if on_meta and all(isinstance(v, int) for v in sizes.values()):
+    if on_meta and key is not None:
         known[key] = shapes
     return list(shapes)
 
