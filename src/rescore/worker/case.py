@@ -176,16 +176,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
                                                        draws=True)
                 guard.call(model, *case_inputs.candidate_inputs(earlier, spec.layout))
             if decoy is not None:
-                decoy_start = time.perf_counter()
-                case_inputs.refill(cand_inputs, decoy)
-                try:
-                    guard.call(model, *cand_inputs)
-                except Exception:  # noqa: BLE001 - judged on the case's own values below
-                    pass
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                start += time.perf_counter() - decoy_start
-                case_inputs.refill(cand_inputs, lowp_inputs)
+                start += explain.decoy_call(ctx, model, cand_inputs, decoy, lowp_inputs)
             with phases("snapshot"):
                 before = case_inputs.snapshot(cand_inputs)
             with phases("digest"):

@@ -151,6 +151,23 @@ def build_model(ctx: WorkerContext, init: list, tdtype: torch.dtype, wseed: int)
     return ctx.guard.call(built, *init)  # one call, one check of the harness after it
 
 
+def decoy_call(ctx: WorkerContext, model, inputs: list, decoy: list, values: list) -> float:
+    """The case protocol's decoy call: `decoy`'s values written into the case's very tensors (`inputs`)
+    and the model called on them (what it returns or raises is not judged), then `values` written back
+    for the judged call; the seconds of the call, which are not the case's own time."""
+    began = time.perf_counter()
+    case_inputs.refill(inputs, decoy)
+    try:
+        ctx.guard.call(model, *inputs)
+    except Exception:  # noqa: BLE001 - the case is judged on its own values, in the call after this
+        pass
+    if ctx.device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - began
+    case_inputs.refill(inputs, values)
+    return seconds
+
+
 def repeat_case(ctx: WorkerContext, trace: CaseTrace) -> dict:
     """The case once more as its candidate met it (`case.run_spec`'s calls): a fresh model, the decoy
     call on the case's own tensors when it had one, then the case's values written into them; the
@@ -165,14 +182,7 @@ def repeat_case(ctx: WorkerContext, trace: CaseTrace) -> dict:
         inputs = case_inputs.candidate_inputs(trace.lowp_inputs, trace.spec.layout)
         with torch.no_grad():
             if trace.decoy is not None:
-                case_inputs.refill(inputs, trace.decoy)
-                try:
-                    guard.call(model, *inputs)
-                except Exception:  # noqa: BLE001 - judged on the case's own values below, as the case was
-                    pass
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                case_inputs.refill(inputs, trace.lowp_inputs)
+                decoy_call(ctx, model, inputs, trace.decoy, trace.lowp_inputs)
             _, seen = call_seen(guard, model, *inputs, device=device)
         if device == "cuda":
             torch.cuda.synchronize()
