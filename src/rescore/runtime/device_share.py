@@ -141,15 +141,14 @@ class DeviceLock:
         fcntl.flock(self.fds["waiting"], fcntl.LOCK_SH)  # the workers hand their cached memory back
         flagged = time.monotonic()
         deadline = None if limit_s is None else flagged + limit_s
-        if not _flock_by(self.fds["turnstile"], deadline):  # no new request gets in
-            fcntl.flock(self.fds["waiting"], fcntl.LOCK_UN)
-            yield False
-            return
-        if not _flock_by(self.fds["lock"], deadline):  # the running ones have ended
-            for name in ("turnstile", "waiting"):
-                fcntl.flock(self.fds[name], fcntl.LOCK_UN)
-            yield False
-            return
+        taken = ["waiting"]
+        for name in ("turnstile", "lock"):  # no new request gets in; the running ones have ended
+            if not _flock_by(self.fds[name], deadline):
+                for held in taken:
+                    fcntl.flock(self.fds[held], fcntl.LOCK_UN)
+                yield False
+                return
+            taken.append(name)
         time.sleep(max(0.0, self.settle_s - (time.monotonic() - flagged)))  # the idle ones have handed back
         self.held = "exclusive"
         try:
