@@ -7,6 +7,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 from rescore.worker import confine
 from rescore.worker.integrity import Snapshot
 
@@ -61,3 +63,28 @@ def test_children_are_none_without_a_child_and_name_a_live_one():
         child.kill()
         child.wait()
     assert set(confine.children()) == before
+
+
+@pytest.mark.parametrize("copies", [True, False], ids=["copies", "digest"])
+def test_a_seal_is_broken_by_any_write_and_by_nothing_else(monkeypatch, copies):
+    import torch
+
+    from rescore.worker import integrity
+
+    if not copies:  # past the copies' size the bytes are hashed instead: the same answers
+        monkeypatch.setattr(integrity, "SEAL_COPY_BYTES", 0)
+    nan = torch.tensor([float("nan"), 1.0], dtype=torch.float64)
+    strided = torch.arange(12.0, dtype=torch.float16).reshape(3, 4).t()  # a layout the candidate gets
+    flags = torch.tensor([True, False])
+    tensors = [nan, strided, flags, 3]
+    seal = integrity.Seal(tensors)
+    assert (seal.kept is not None) == copies
+    assert not seal.broken()  # NaN is equal to itself bit for bit
+    nan[1] = 1.0  # the same value written back
+    assert not seal.broken()
+    strided[0, 0] = -0.0  # 0.0 before: equal as a number, another bit pattern
+    assert integrity.Seal([strided]).broken() is False and seal.broken()
+    strided[0, 0] = 0.0
+    assert not seal.broken()
+    flags.resize_(1)
+    assert seal.broken()

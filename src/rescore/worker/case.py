@@ -25,7 +25,7 @@ from rescore.worker import case_inputs, explain, stateful
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
 from rescore.worker.experiments import CaseTrace
-from rescore.worker.integrity import digest, digests
+from rescore.worker.integrity import Seal
 from rescore.worker.loading import cannot_run
 from rescore.worker.placement import judged_where, lowp
 from rescore.worker.protocol import EXPLAIN_KEY
@@ -164,7 +164,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     with phases("decoy_values"):
         decoy = case_inputs.decoy_values(problem, schema, device, spec, tdtype, "in-place decoy") if decoy else None
     with phases("digest"):
-        guarded = digest(inputs64 + lowp_inputs)
+        sealed = Seal(inputs64 + lowp_inputs)
     record = OpRecorder()
     start = time.perf_counter()
     try:
@@ -180,7 +180,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
             with phases("snapshot"):
                 before = case_inputs.snapshot(cand_inputs)
             with phases("digest"):
-                guarded_before = digest(before)
+                sealed_before = Seal(before)
             launches = Launches.count
             out, seen = call_seen(guard, model, *cand_inputs, device=device, record=record)
         if device == "cuda":
@@ -192,7 +192,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     row["wall_ms"] = 1e3 * (time.perf_counter() - start)
     launches = Launches.count - launches
     with phases("digest"):
-        tampered = digests(inputs64 + lowp_inputs, before) != [guarded, guarded_before]
+        tampered = sealed.broken() or sealed_before.broken()
     if tampered:
         guard.found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
         with phases("make_inputs"):

@@ -375,6 +375,38 @@ def digest(tensors: list | None) -> str:
     return digests(tensors)[0]
 
 
+# Up to this many bytes a Seal keeps a copy of its tensors' bytes; past it, a digest of them (a
+# 2^31-element trigger's inputs hold 16 GiB at float64).
+SEAL_COPY_BYTES = 1 << 26
+
+
+class Seal:
+    """What the candidate must not change (the harness's copies of a case's inputs, the reference's
+    outputs), kept before it runs so that a write into it shows after (`broken`). Kept as bytes
+    objects on the host, which no Python code can write into (copies as tensors would be found and
+    overwritten by the very walk of `gc.get_objects()` that overwrites the inputs), up to
+    SEAL_COPY_BYTES, else as `digest`: a copy and a comparison cost a fifth of SHA-256 over the same
+    bytes."""
+
+    def __init__(self, tensors: list | None):
+        self.tensors = [t for t in tensors or [] if isinstance(t, torch.Tensor)]
+        nbytes = sum(t.numel() * t.element_size() for t in self.tensors)
+        self.kept = _kept(self.tensors) if nbytes <= SEAL_COPY_BYTES else None
+        self.digest = digest(self.tensors) if self.kept is None else None
+
+    def broken(self) -> bool:
+        """Whether any of the tensors now holds other bytes, or another shape or dtype, than when sealed."""
+        if self.kept is None:
+            return digest(self.tensors) != self.digest
+        return _kept(self.tensors) != self.kept
+
+
+def _kept(tensors: list[torch.Tensor]) -> list[tuple]:
+    """Each tensor's device, shape, dtype and bytes in row-major order (the GPU's copied with one wait)."""
+    return [(str(t.device), tuple(t.shape), str(t.dtype), tensor_buffer(h).tobytes())
+            for t, h in zip(tensors, to_host(tensors))]
+
+
 def digests(*groups: list | None) -> list[str]:
     """`digest` of each group, the GPU's tensors copied to the host with one wait for all."""
     tensors = [t for g in groups for t in g or [] if isinstance(t, torch.Tensor)]
