@@ -254,3 +254,33 @@ def test_shapes_made_on_the_meta_device_are_asked_once_per_sizes_and_those_made_
     torch.manual_seed(0)
     torch.randn(2, 3), torch.randn(3)
     assert torch.equal(after, torch.randn(2))  # the generator where a draw from seed 0 leaves it
+
+
+def test_a_case_and_its_decoys_ask_for_the_shapes_on_meta_once_and_a_list_input_each_time(tmp_path):
+    """`make_inputs` remembers what `get_inputs()` made on the meta device per problem and sizes, the
+    values drawn as before; a problem that hands the candidate a list (which it could change) is asked
+    each time."""
+    import types
+    from dataclasses import replace
+
+    import torch
+
+    from rescore.inputs.strategies import CaseSpec
+    from rescore.worker import case_inputs
+
+    source = SHAPED + "\n\ndef get_init_inputs():\n    return []\n"
+    module = _module(source, tmp_path)
+    schema = types.SimpleNamespace(domains={})
+    spec = CaseSpec("default", 11, "float32", {"batch": 2, "dim": 3}, "normal", "contiguous")
+    first, _ = case_inputs.make_inputs(module, schema, "cpu", spec)
+    again, _ = case_inputs.make_inputs(module, schema, "cpu", spec)
+    decoy = case_inputs.make_inputs(module, schema, "cpu", replace(spec, seed=12))[0]
+    assert module.calls[0] == 1
+    assert all(torch.equal(a, b) for a, b in zip(first, again)) and not torch.equal(first[0], decoy[0])
+    assert [list(x.shape) for x in first] == [[2, 3], [3]]
+    case_inputs.make_inputs(module, schema, "cpu", replace(spec, sizes={"batch": 5, "dim": 3}))
+    assert module.calls[0] == 2
+    listed = _module(source.replace("torch.randn(dim)]", "torch.randn(dim), [batch]]"), tmp_path, "listed")
+    for _ in range(2):
+        assert case_inputs.make_inputs(listed, schema, "cpu", spec)[0][2] == [2]
+    assert listed.calls[0] == 2

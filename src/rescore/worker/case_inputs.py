@@ -95,7 +95,7 @@ def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: 
     seed = sub_seed(spec.seed, "get_inputs")
     with bound_sizes(problem, spec.sizes):
         seed_generators(device, seed)
-        base = shapes_on_meta(problem) if spec.values != "native" else None
+        base = shapes_on_meta(problem, spec.sizes) if spec.values != "native" else None
         init = None
         if base is not None and past_large_draw(spec, base):
             init = problem.get_init_inputs()
@@ -128,11 +128,22 @@ def past_large_draw(spec: CaseSpec, base: list) -> bool:
 _DRAWS_ITS_OWN: weakref.WeakSet = weakref.WeakSet()
 
 
-def shapes_on_meta(problem: types.ModuleType) -> list | None:
+# What `get_inputs()` made on the meta device, per problem and sizes (all integers), where every item
+# it made is a tensor or an immutable scalar: a list the candidate is handed could be changed by it.
+_ON_META: weakref.WeakKeyDictionary[types.ModuleType, dict[tuple, list]] = weakref.WeakKeyDictionary()
+_IMMUTABLE = (int, float, bool, str, type(None))
+
+
+def shapes_on_meta(problem: types.ModuleType, sizes: dict | None = None) -> list | None:
     """`get_inputs()` on the meta device where every tensor it makes is floating (values a case's
-    value class replaces); None where it makes none, another kind, or cannot run there."""
+    value class replaces); None where it makes none, another kind, or cannot run there. `sizes`: those
+    the problem is bound to now, which key what is remembered (a case and its decoys ask alike)."""
     if problem in _DRAWS_ITS_OWN:
         return None
+    key = tuple(sorted(sizes.items())) if sizes and all(isinstance(v, int) for v in sizes.values()) else None
+    known = _ON_META.setdefault(problem, {})
+    if key is not None and key in known:
+        return list(known[key])
     try:
         with torch.device("meta"):
             base = problem.get_inputs()
@@ -142,6 +153,8 @@ def shapes_on_meta(problem: types.ModuleType) -> list | None:
     if not tensors or any(not x.is_floating_point() for x in tensors):
         _DRAWS_ITS_OWN.add(problem)
         return None
+    if key is not None and all(isinstance(x, (torch.Tensor, *_IMMUTABLE)) for x in base):
+        known[key] = list(base)
     return base
 
 
