@@ -386,6 +386,28 @@ def test_what_a_kernel_held_at_the_benchmarks_sizes_is_not_reserved_for_its_smal
     share.close()
 
 
+def test_a_fuzz_case_of_a_problem_past_the_budget_reserves_by_the_reference_at_the_budget(tmp_path):
+    """On an H100 (1f56f3b) a 3-D convolution whose reference peaked at 8.5 GiB at the benchmark's
+    sizes kept 26 GiB reserved through all its fuzz cases (inputs of at most 2^20 elements), while
+    other workers' requests waited behind a ledger over its capacity. A fuzz case of a problem whose
+    benchmark is past the budget reserves by the reference's trace at the budget (`fuzz_estimate`),
+    raised as the fixed check's measure raised the benchmark's trace; what a case held still counts."""
+    share = DeviceShare("cuda", gpu="0", folder=tmp_path)
+    share.begin()
+    share.observe({"estimate": 8 << 30, "fuzz_estimate": 1 << 30, "total": 80 << 30})
+    assert share.needed(BENCHMARK) == CONTEXT_BYTES + FACTOR * (8 << 30)
+    assert share.needed(FUZZ) == CONTEXT_BYTES + FACTOR * (1 << 30)
+    share.observe({"reference_peak": 10 << 30, "peak": 20 << 30})  # the fixed check: 1.25x the trace
+    assert share.needed(FUZZ) == CONTEXT_BYTES + FACTOR * (5 << 28)
+    share.at(FUZZ)
+    share.observe({"peak": 6 << 30})
+    assert share.needed(FUZZ) == CONTEXT_BYTES + (6 << 30)
+    share.begin()  # the next submission's benchmark is within the budget: no trace at the budget
+    share.observe({"estimate": 1 << 30, "total": 80 << 30})
+    assert share.needed(FUZZ) == share.needed(BENCHMARK) == CONTEXT_BYTES + FACTOR * (1 << 30)
+    share.close()
+
+
 def test_a_worker_tells_its_share_each_requests_scale_before_it_reserves(tmp_path, monkeypatch):
     from conftest import toy_submission
 

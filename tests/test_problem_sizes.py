@@ -284,3 +284,18 @@ def test_a_case_and_its_decoys_ask_for_the_shapes_on_meta_once_and_a_list_input_
     for _ in range(2):
         assert case_inputs.make_inputs(listed, schema, "cpu", spec)[0][2] == [2]
     assert listed.calls[0] == 2
+
+
+def test_a_load_traces_the_reference_at_the_fuzz_budget_where_the_benchmark_is_past_it(tmp_path):
+    """What the parent reserves a fuzz case by (`footprint.load_estimates`): the reference's traced
+    peak at the benchmark's sizes fitted to the budget, where the benchmark's largest input is past it."""
+    from rescore.worker.footprint import load_estimates
+
+    source = ONE_ELEMENT.replace("n = 1", "n = 1 << 20")
+    module = _module(source, tmp_path)
+    schema = build_schema(module, source, {"dims": {"n": [1, 1 << 20]}})
+    full = load_estimates(module, schema, 1 << 30)
+    assert set(full) == {"estimate"} and full["estimate"] >= 6 * 4 * (1 << 20)  # six float32 inputs at least
+    fitted = load_estimates(module, schema, 1 << 12)
+    assert fitted["estimate"] == full["estimate"]
+    assert 6 * 4 * (1 << 12) <= fitted["fuzz_estimate"] <= fitted["estimate"] // 64

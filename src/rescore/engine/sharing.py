@@ -8,6 +8,9 @@ tensors took during it (not what its allocator caches). The reservation before a
 
     CONTEXT_BYTES + max(FACTOR x the reference's peak, what the worker was seen to hold at its scale)
 
+where the reference's peak of a fuzz case, for a problem whose benchmark's largest input is past the
+fuzz budget, is its trace at the benchmark's sizes fitted to that budget (`reference_at`).
+
 A request's scale (`protocol.scale_of`) is the benchmark's sizes (the fixed check, a timing row, a fuzz case
 of a strategy at the benchmark's sizes, a trigger's inputs) or the fuzz oracle's drawn sizes: what a
 candidate held in the fixed check is not what its smaller fuzz cases need (on an H200 a kernel held
@@ -69,6 +72,9 @@ class DeviceShare:
         self.owner = f"{os.getpid()}-{id(self)}"
         self.reference_bytes = 0  # the current submission's reference peak (estimated, then measured)
         self.measured = False  # reference_bytes was measured (the fixed check), not traced
+        # The reference's traced peaks at the benchmark's sizes and at those fitted to the fuzz budget
+        # (None: the benchmark is within the budget, or no trace): what a fuzz case reserves.
+        self.traced: dict[str, int | None] = {BENCHMARK: None, FUZZ: None}
         self.seen = {BENCHMARK: 0, FUZZ: 0}  # the most the worker's tensors took at each scale (their peak)
         self.scale = BENCHMARK  # the scale of the request in hand
         self.held = 0  # what the ledger grants this worker now
@@ -84,11 +90,23 @@ class DeviceShare:
 
     def needed(self, scale: str | None = None) -> int:
         """What a request at `scale` (default: the one in hand) is expected to need."""
-        return CONTEXT_BYTES + max(FACTOR * self.reference_bytes, self.seen[scale or self.scale])
+        scale = scale or self.scale
+        return CONTEXT_BYTES + max(FACTOR * self.reference_at(scale), self.seen[scale])
+
+    def reference_at(self, scale: str) -> int:
+        """The reference's peak expected at `scale`: at the benchmark's sizes (traced, then measured);
+        for a fuzz case of a problem whose benchmark is past the fuzz budget, its trace at the budget,
+        raised in the proportion the fixed check's measure raised the benchmark's trace (no draw's
+        inputs are larger; a case that needs more shows in `seen` and is reserved from then on)."""
+        fuzz, bench = self.traced[FUZZ], self.traced[BENCHMARK]
+        if scale != FUZZ or not fuzz or not bench:
+            return self.reference_bytes
+        return min(self.reference_bytes, int(fuzz * max(1.0, self.reference_bytes / bench)))
 
     def begin(self) -> None:
         """A new submission: nothing known of what it needs until its load answers."""
         self.reference_bytes, self.measured, self.seen = 0, False, {BENCHMARK: 0, FUZZ: 0}
+        self.traced = {BENCHMARK: None, FUZZ: None}
         self.scale = BENCHMARK  # its load, then its fixed check
 
     def at(self, scale: str) -> None:
@@ -110,6 +128,8 @@ class DeviceShare:
             self.reference_bytes, self.measured = int(memory["reference_peak"]), True  # measured beats traced
         elif memory.get("estimate") and not self.measured:
             self.reference_bytes = max(self.reference_bytes, int(memory["estimate"]))
+        if memory.get("estimate"):  # the load's traces
+            self.traced = {BENCHMARK: int(memory["estimate"]), FUZZ: int(memory.get("fuzz_estimate") or 0) or None}
         self.seen[self.scale] = max(self.seen[self.scale], int(memory.get("peak") or 0))
         if memory.get("free") is not None and time.monotonic() - self.noted_at >= NOTE_FREE_S:
             self.ledger.note_free(int(memory["free"]))

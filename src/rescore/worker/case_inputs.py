@@ -63,6 +63,16 @@ def largest_input(problem: types.ModuleType, sizes: dict) -> int:
         return 0
 
 
+def fitted_to_budget(problem: types.ModuleType, schema: OpSchema, budget: int) -> dict | None:
+    """The benchmark's sizes fitted to the fuzz budget (as a held draw fits its sizes), where the
+    benchmark's largest input is past it; None where it is not (a draw may then exceed the benchmark)."""
+    sizes, limit = dict(schema.defaults()), size_budget(schema, budget)
+    numel = functools.partial(largest_input, problem)
+    if numel(sizes) <= limit:
+        return None
+    return fit_budget(sizes, schema, numel, limit)
+
+
 def held_draw(problem: types.ModuleType, schema: OpSchema, budget: int, strategy: str, seed: int,
               dtype: str) -> CaseSpec:
     """A strategy's draw with every size but one (chosen by the seed; the sizes it relates to follow

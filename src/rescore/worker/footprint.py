@@ -25,7 +25,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rescore.runtime.device_share import IDLE_POLL_S, retry_waiting
-from rescore.worker.problem_sizes import inputs_at
+from rescore.worker import case_inputs
+from rescore.worker.problem_sizes import bound_sizes, inputs_at
 from rescore.worker.protocol import BENCHMARK, FUZZ, MEASURE_ENV, MEMORY_KEY
 from rescore.worker.timing import input_bytes
 
@@ -59,15 +60,16 @@ class _Live(TorchDispatchMode):
         return out
 
 
-def estimate_reference(problem: types.ModuleType) -> int | None:
-    """The reference's peak memory at the benchmark's sizes (bytes of its inputs, weights and the
-    tensors its forward holds at once), traced on the meta device; its inputs' and weights' bytes
-    where the trace fails; None when not even those can be made."""
+def estimate_reference(problem: types.ModuleType, sizes: dict[str, int] | None = None) -> int | None:
+    """The reference's peak memory at the benchmark's sizes (`sizes`: at those instead; bytes of its
+    inputs, weights and the tensors its forward holds at once), traced on the meta device; its inputs'
+    and weights' bytes where the trace fails; None when not even those can be made."""
     try:
-        torch.manual_seed(0)
-        init, inputs = problem.get_init_inputs(), inputs_at(problem, {})
-        with torch.device("meta"):
-            model = problem.Model(*init)
+        with bound_sizes(problem, sizes or {}):
+            torch.manual_seed(0)
+            init, inputs = problem.get_init_inputs(), inputs_at(problem, sizes or {})
+            with torch.device("meta"):
+                model = problem.Model(*init)
     except Exception:  # noqa: BLE001 - no estimate: the measured peak will come from the fixed check
         return None
     base = input_bytes(inputs + _weights(model))
@@ -78,6 +80,21 @@ def estimate_reference(problem: types.ModuleType) -> int | None:
         return int(live.peak)
     except Exception:  # noqa: BLE001 - the reference needs real values
         return base or None
+
+
+def load_estimates(problem: types.ModuleType, schema, budget: int) -> dict[str, int | None]:
+    """What a load tells the parent to reserve by (`engine/sharing.py`): the reference's traced peak at
+    the benchmark's sizes (`estimate`) and, where the benchmark's largest input is past the fuzz
+    budget, at the benchmark's sizes fitted to the budget (`fuzz_estimate`): no drawn case's inputs
+    are larger (its proportions and weights may differ: what a case held is reserved from then on). A
+    reservation at the benchmark's peak for every fuzz case of such a problem (on an H100, 26 GiB for
+    a 3-D convolution's cases of at most 2^20 elements) holds every other worker's request back."""
+    estimates: dict[str, int | None] = {"estimate": estimate_reference(problem)}
+    if schema is not None:
+        fitted = case_inputs.fitted_to_budget(problem, schema, budget)
+        if fitted is not None:
+            estimates["fuzz_estimate"] = estimate_reference(problem, fitted)
+    return estimates
 
 
 def _weights(model) -> list:

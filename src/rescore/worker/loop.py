@@ -75,8 +75,8 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
                         footprint.release(device)  # the previous submission's cache is not this one's need
                         result = loading.settle_load(executor.loaded, executor.load(job))
                         if footprint.wanted(device) and executor.loaded.problem is not None:
-                            estimate = footprint.estimate_reference(executor.loaded.problem)
-                            result[protocol.MEMORY_KEY] = {"estimate": estimate}
+                            result[protocol.MEMORY_KEY] = footprint.load_estimates(
+                                executor.loaded.problem, executor.loaded.schema, executor.budget)
                     case protocol.Fixed(profile, dtype):
                         result = executor.run_fixed(profile, dtype)
                     case protocol.Case(strategy, seed, dtype, override, defer_explain):

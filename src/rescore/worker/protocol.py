@@ -123,8 +123,9 @@ MEASURE_ENV = "RESCORE_MEASURE_MEMORY"
 
 RSS_KEY = "_rss"  # the worker's resident memory in bytes, in every answer (taken out by the parent)
 # What the worker's allocator holds and what its submission is expected to need, on a device whose
-# memory is shared (`engine/sharing.py`): {"peak", "total", "free", "estimate", "reference_peak"} (bytes;
-# "free": the device's, after the request, as the driver counts it for every process).
+# memory is shared (`engine/sharing.py`): {"peak", "total", "free", "estimate", "fuzz_estimate",
+# "reference_peak"} (bytes; "free": the device's, after the request, as the driver counts it for every
+# process).
 MEMORY_KEY = "_memory"
 # In an answer whose request should run again with the device to itself (out of memory, or the
 # reference failing at its own sizes): {"by": who ran out, "bytes": asked or None, "reference_ran":
