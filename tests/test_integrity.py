@@ -70,6 +70,7 @@ def test_a_seal_is_broken_by_any_write_and_by_nothing_else(monkeypatch, copies):
     import torch
 
     from rescore.worker import integrity
+    from rescore.worker.integrity import broken, seal
 
     if not copies:  # past the copies' size the bytes are hashed instead: the same answers
         monkeypatch.setattr(integrity, "SEAL_COPY_BYTES", 0)
@@ -77,14 +78,14 @@ def test_a_seal_is_broken_by_any_write_and_by_nothing_else(monkeypatch, copies):
     strided = torch.arange(12.0, dtype=torch.float16).reshape(3, 4).t()  # a layout the candidate gets
     flags = torch.tensor([True, False])
     tensors = [nan, strided, flags, 3]
-    seal = integrity.Seal(tensors)
-    assert (seal.kept is not None) == copies
-    assert not seal.broken()  # NaN is equal to itself bit for bit
+    sealed = seal(tensors)
+    assert isinstance(sealed, tuple) == copies and hash(sealed)  # immutable all through
+    assert not broken(tensors, sealed)  # NaN is equal to itself bit for bit
     nan[1] = 1.0  # the same value written back
-    assert not seal.broken()
+    assert not broken(tensors, sealed)
     strided[0, 0] = -0.0  # 0.0 before: equal as a number, another bit pattern
-    assert integrity.Seal([strided]).broken() is False and seal.broken()
+    assert broken(tensors, sealed) and not broken([strided], seal([strided]))
     strided[0, 0] = 0.0
-    assert not seal.broken()
+    assert not broken(tensors, sealed)
     flags.resize_(1)
-    assert seal.broken()
+    assert broken(tensors, sealed)

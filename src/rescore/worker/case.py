@@ -25,7 +25,7 @@ from rescore.worker import case_inputs, explain, stateful
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
 from rescore.worker.experiments import CaseTrace
-from rescore.worker.integrity import Seal
+from rescore.worker.integrity import broken, seal
 from rescore.worker.loading import cannot_run
 from rescore.worker.placement import judged_where, lowp
 from rescore.worker.protocol import EXPLAIN_KEY
@@ -164,7 +164,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     with phases("decoy_values"):
         decoy = case_inputs.decoy_values(problem, schema, device, spec, tdtype, "in-place decoy") if decoy else None
     with phases("digest"):
-        sealed = Seal(inputs64 + lowp_inputs)
+        sealed = seal(inputs64 + lowp_inputs)
     record = OpRecorder()
     start = time.perf_counter()
     try:
@@ -180,7 +180,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
             with phases("snapshot"):
                 before = case_inputs.snapshot(cand_inputs)
             with phases("digest"):
-                sealed_before = Seal(before)
+                sealed_before = seal(before)
             launches = Launches.count
             out, seen = call_seen(guard, model, *cand_inputs, device=device, record=record)
         if device == "cuda":
@@ -192,7 +192,7 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     row["wall_ms"] = 1e3 * (time.perf_counter() - start)
     launches = Launches.count - launches
     with phases("digest"):
-        tampered = sealed.broken() or sealed_before.broken()
+        tampered = broken(inputs64 + lowp_inputs, sealed) or broken(before, sealed_before)
     if tampered:
         guard.found("tampers_reference", "the harness's copies of the inputs changed while the candidate ran")
         with phases("make_inputs"):

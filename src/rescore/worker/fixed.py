@@ -20,7 +20,7 @@ from rescore.worker import footprint
 from rescore.worker.context import WorkerContext
 from rescore.worker.exceptions import alone_of, verdict_of
 from rescore.worker.guard import Guard
-from rescore.worker.integrity import Seal
+from rescore.worker.integrity import broken, seal
 from rescore.worker.job import Loaded
 from rescore.worker.loading import cannot_run
 from rescore.worker.problem_sizes import input_shapes
@@ -223,9 +223,9 @@ class Watched:
                 self._turns.measured(time.perf_counter() - start)
             self._last[:] = flatten(out) or []
             return out
-        sealed = Seal(self._last)
+        sealed = seal(self._last)
         out = self._guard.call(lambda: self._model(*args, **kwargs), record=self._record)
-        if sealed.broken():
+        if broken(self._last, sealed):
             self._guard.found("tampers_reference", "the reference's output changed while the candidate ran")
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         self._guard.findings |= output_findings(outs, list(args))

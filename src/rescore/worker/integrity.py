@@ -375,36 +375,28 @@ def digest(tensors: list | None) -> str:
     return digests(tensors)[0]
 
 
-# Up to this many bytes a Seal keeps a copy of its tensors' bytes; past it, a digest of them (a
+# Up to this many bytes `seal` keeps a copy of the tensors' bytes; past it, a digest of them (a
 # 2^31-element trigger's inputs hold 16 GiB at float64).
 SEAL_COPY_BYTES = 1 << 26
 
 
-class Seal:
+def seal(tensors: list | None) -> tuple | str:
     """What the candidate must not change (the harness's copies of a case's inputs, the reference's
-    outputs), kept before it runs so that a write into it shows after (`broken`). Kept as bytes
-    objects on the host, which no Python code can write into (copies as tensors would be found and
-    overwritten by the very walk of `gc.get_objects()` that overwrites the inputs), up to
-    SEAL_COPY_BYTES, else as `digest`: a copy and a comparison cost a fifth of SHA-256 over the same
-    bytes."""
-
-    def __init__(self, tensors: list | None):
-        self.tensors = [t for t in tensors or [] if isinstance(t, torch.Tensor)]
-        nbytes = sum(t.numel() * t.element_size() for t in self.tensors)
-        self.kept = _kept(self.tensors) if nbytes <= SEAL_COPY_BYTES else None
-        self.digest = digest(self.tensors) if self.kept is None else None
-
-    def broken(self) -> bool:
-        """Whether any of the tensors now holds other bytes, or another shape or dtype, than when sealed."""
-        if self.kept is None:
-            return digest(self.tensors) != self.digest
-        return _kept(self.tensors) != self.kept
+    outputs), taken before it runs so that a write into it shows after (`broken`): each tensor's
+    device, shape, dtype and bytes up to SEAL_COPY_BYTES in all, else their `digest`. A copy and a
+    comparison cost a fifth of SHA-256 over the same bytes. Immutable, and held by the caller only:
+    copies as tensors, or any object that holds them, would be found and overwritten by the very walk
+    of `gc.get_objects()` that overwrites the inputs."""
+    tensors = [t for t in tensors or [] if isinstance(t, torch.Tensor)]
+    if sum(t.numel() * t.element_size() for t in tensors) > SEAL_COPY_BYTES:
+        return digest(tensors)
+    return tuple((str(t.device), tuple(t.shape), str(t.dtype), tensor_buffer(h).tobytes())
+                 for t, h in zip(tensors, to_host(tensors)))
 
 
-def _kept(tensors: list[torch.Tensor]) -> list[tuple]:
-    """Each tensor's device, shape, dtype and bytes in row-major order (the GPU's copied with one wait)."""
-    return [(str(t.device), tuple(t.shape), str(t.dtype), tensor_buffer(h).tobytes())
-            for t, h in zip(tensors, to_host(tensors))]
+def broken(tensors: list | None, sealed: tuple | str) -> bool:
+    """Whether any of the tensors now holds other bytes, or another shape or dtype, than `seal` saw."""
+    return (digest(tensors) if isinstance(sealed, str) else seal(tensors)) != sealed
 
 
 def digests(*groups: list | None) -> list[str]:
