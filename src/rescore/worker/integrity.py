@@ -371,8 +371,14 @@ def hash_tensor(h, t: torch.Tensor) -> None:
 
 
 def digest(tensors: list | None) -> str:
-    """A hash of the bytes of some tensors (the reference's outputs), to notice a write into them."""
-    return digests(tensors)[0]
+    """A hash of the devices, shapes, dtypes and bytes of some tensors (what `seal` keeps past
+    SEAL_COPY_BYTES), the GPU's copied to the host with one wait for all."""
+    tensors = [t for t in tensors or [] if isinstance(t, torch.Tensor)]
+    h = hashlib.sha256()  # twice blake2b's speed where the CPU has SHA instructions (x86 since 2017)
+    for t, host in zip(tensors, to_host(tensors)):
+        h.update(str(t.device).encode())
+        hash_tensor(h, host)
+    return h.hexdigest()
 
 
 # Up to this many bytes `seal` keeps a copy of the tensors' bytes; past it, a digest of them (a
@@ -397,18 +403,3 @@ def seal(tensors: list | None) -> tuple | str:
 def broken(tensors: list | None, sealed: tuple | str) -> bool:
     """Whether any of the tensors now holds other bytes, or another shape or dtype, than `seal` saw."""
     return (digest(tensors) if isinstance(sealed, str) else seal(tensors)) != sealed
-
-
-def digests(*groups: list | None) -> list[str]:
-    """`digest` of each group, the GPU's tensors copied to the host with one wait for all."""
-    tensors = [t for g in groups for t in g or [] if isinstance(t, torch.Tensor)]
-    hosts = iter(to_host(tensors))
-    out = []
-    for g in groups:
-        h = hashlib.sha256()  # twice blake2b's speed where the CPU has SHA instructions (x86 since 2017)
-        for t in g or []:
-            if isinstance(t, torch.Tensor):
-                h.update(str(t.device).encode())
-                hash_tensor(h, next(hosts))
-        out.append(h.hexdigest())
-    return out
