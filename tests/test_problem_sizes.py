@@ -299,3 +299,11 @@ def test_a_load_traces_the_reference_at_the_fuzz_budget_where_the_benchmark_is_p
     fitted = load_estimates(module, schema, 1 << 12)
     assert fitted["estimate"] == full["estimate"]
     assert 6 * 4 * (1 << 12) <= fitted["fuzz_estimate"] <= fitted["estimate"] // 64
+    # inputs that cannot be made on the meta device are not drawn for real at every size tried
+    real = source.replace("def get_inputs():", "def get_inputs():\n    calls[0] += 1\n    torch.zeros(1).numpy()")
+    real = real.replace("n = 1 << 20", "n = 1 << 20\ncalls = [0]")
+    drawn = _module(real, tmp_path, "drawn")
+    drawn_schema = build_schema(drawn, real, {"dims": {"n": [1, 1 << 20]}})
+    drawn.calls[0] = 0
+    estimates = load_estimates(drawn, drawn_schema, 1 << 12)
+    assert "fuzz_estimate" not in estimates and drawn.calls[0] == 3  # the trace's two tries, one look on meta

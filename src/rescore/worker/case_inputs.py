@@ -65,8 +65,13 @@ def largest_input(problem: types.ModuleType, sizes: dict) -> int:
 
 def fitted_to_budget(problem: types.ModuleType, schema: OpSchema, budget: int) -> dict | None:
     """The benchmark's sizes fitted to the fuzz budget (as a held draw fits its sizes), where the
-    benchmark's largest input is past it; None where it is not (a draw may then exceed the benchmark)."""
+    benchmark's largest input is past it; None where it is not (a draw may then exceed the benchmark),
+    and where the problem's inputs cannot be made on the meta device (fitting would draw them for
+    real at each size it tries: seconds a draw at a billion elements)."""
     sizes, limit = dict(schema.defaults()), size_budget(schema, budget)
+    with bound_sizes(problem, sizes):
+        if shapes_on_meta(problem, sizes) is None:
+            return None
     numel = functools.partial(largest_input, problem)
     if numel(sizes) <= limit:
         return None
