@@ -28,7 +28,7 @@ from rescore.oracle.reference import seed_generators
 from rescore.oracle.tolerance import torch_dtype
 from rescore.worker.integrity import hash_tensor
 from rescore.worker.placement import lowp
-from rescore.worker.problem_sizes import DerivationFails, bound_sizes, input_shapes
+from rescore.worker.problem_sizes import DerivationFails, bound_sizes, input_shapes, inputs_on_meta
 
 
 def draw(problem: types.ModuleType, schema: OpSchema, budget: int, strategy: str, seed: int, dtype: str,
@@ -69,9 +69,8 @@ def fitted_to_budget(problem: types.ModuleType, schema: OpSchema, budget: int) -
     and where the problem's inputs cannot be made on the meta device (fitting would draw them for
     real at each size it tries: seconds a draw at a billion elements)."""
     sizes, limit = dict(schema.defaults()), size_budget(schema, budget)
-    with bound_sizes(problem, sizes):
-        if shapes_on_meta(problem, sizes) is None:
-            return None
+    if shapes_on_meta(problem, sizes) is None:
+        return None
     numel = functools.partial(largest_input, problem)
     if numel(sizes) <= limit:
         return None
@@ -143,33 +142,17 @@ def past_large_draw(spec: CaseSpec, base: list) -> bool:
 _DRAWS_ITS_OWN: weakref.WeakSet = weakref.WeakSet()
 
 
-# What `get_inputs()` made on the meta device, per problem and sizes (all integers), where every item
-# it made is a tensor or an immutable scalar: a list the candidate is handed could be changed by it.
-_ON_META: weakref.WeakKeyDictionary[types.ModuleType, dict[tuple, list]] = weakref.WeakKeyDictionary()
-_IMMUTABLE = (int, float, bool, str, type(None))
-
-
-def shapes_on_meta(problem: types.ModuleType, sizes: dict | None = None) -> list | None:
-    """`get_inputs()` on the meta device where every tensor it makes is floating (values a case's
-    value class replaces); None where it makes none, another kind, or cannot run there. `sizes`: those
-    the problem is bound to now, which key what is remembered (a case and its decoys ask alike)."""
+def shapes_on_meta(problem: types.ModuleType, sizes: dict) -> list | None:
+    """`get_inputs()` on the meta device (`problem_sizes.inputs_on_meta`, remembered per sizes: a case
+    and its decoys ask alike) where every tensor it makes is floating (values a case's value class
+    replaces); None where it makes none, another kind, or cannot run there."""
     if problem in _DRAWS_ITS_OWN:
         return None
-    key = tuple(sorted(sizes.items())) if sizes and all(isinstance(v, int) for v in sizes.values()) else None
-    known = _ON_META.setdefault(problem, {})
-    if key is not None and key in known:
-        return list(known[key])
-    try:
-        with torch.device("meta"):
-            base = problem.get_inputs()
-    except Exception:  # noqa: BLE001 - a factory that cannot run on meta draws as usual
-        base = None
+    base = inputs_on_meta(problem, sizes)
     tensors = [x for x in base or [] if isinstance(x, torch.Tensor)]
     if not tensors or any(not x.is_floating_point() for x in tensors):
         _DRAWS_ITS_OWN.add(problem)
         return None
-    if key is not None and all(isinstance(x, (torch.Tensor, *_IMMUTABLE)) for x in base):
-        known[key] = list(base)
     return base
 
 

@@ -93,32 +93,43 @@ def inputs_at(module: types.ModuleType, sizes: dict[str, int]) -> list:
 
 def _inputs_at(module: types.ModuleType, sizes: dict[str, int]) -> tuple[list, bool]:
     """`inputs_at`, and whether they were made on the meta device."""
+    made = inputs_on_meta(module, sizes)
+    if made is not None:
+        return made, True
+    with bound_sizes(module, sizes):
+        torch.manual_seed(0)
+        return list(module.get_inputs()), False
+
+
+# What `get_inputs()` made on the meta device, per problem module and sizes (all integers): a case's
+# draw asks for its shapes two or three times (fitting its sizes to the element budget), its inputs and
+# decoys for the tensors, about 0.1-0.2 ms each, as much as a small kernel's call. Kept only where every
+# item is a tensor or an immutable scalar (a list handed to the candidate could be changed by it);
+# inputs made for real are not kept: their draw re-seeds torch's generator each time.
+_ON_META: weakref.WeakKeyDictionary[types.ModuleType, dict[tuple, list]] = weakref.WeakKeyDictionary()
+_IMMUTABLE = (torch.Tensor, int, float, bool, str, type(None))
+
+
+def inputs_on_meta(module: types.ModuleType, sizes: dict) -> list | None:
+    """`get_inputs()` at these sizes on the meta device; None where it cannot run there."""
+    key = tuple(sorted(sizes.items())) if all(isinstance(v, int) for v in sizes.values()) else None
+    known = _ON_META.setdefault(module, {})
+    if key is not None and key in known:
+        return list(known[key])
     with bound_sizes(module, sizes):
         try:
             with torch.device("meta"):
-                return list(module.get_inputs()), True
-        except Exception:  # noqa: BLE001
-            torch.manual_seed(0)
-            return list(module.get_inputs()), False
-
-
-# The shapes `input_shapes` found on the meta device, per problem module and sizes: a case's draw asks
-# for them two or three times (fitting its sizes to the element budget), about 0.2 ms each, as much as a
-# small kernel's call. Shapes made for real are not kept: their draw re-seeds torch's generator each time.
-_SHAPES: weakref.WeakKeyDictionary[types.ModuleType, dict[tuple, list]] = weakref.WeakKeyDictionary()
+                made = list(module.get_inputs())
+        except Exception:  # noqa: BLE001 - a factory that cannot run on meta
+            return None
+    if key is not None and all(isinstance(x, _IMMUTABLE) for x in made):
+        known[key] = list(made)
+    return made
 
 
 def input_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[int, ...] | None]:
     """Shapes of `get_inputs()` at these sizes (`inputs_at`)."""
-    known = _SHAPES.setdefault(module, {})
-    key = tuple(sorted(sizes.items())) if all(isinstance(v, int) for v in sizes.values()) else None
-    if key in known:
-        return list(known[key])
-    inputs, on_meta = _inputs_at(module, sizes)
-    shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in inputs]
-    if on_meta and key is not None:
-        known[key] = shapes
-    return list(shapes)
+    return [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in _inputs_at(module, sizes)[0]]
 
 
 def param_shapes(module: types.ModuleType, sizes: dict[str, int]) -> list[tuple[int, ...]]:
