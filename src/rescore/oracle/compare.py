@@ -192,7 +192,7 @@ def compare(
     first = actual = expected = None
     diagnosis = ""
     if flat is not None:
-        first = [int(i) for i in torch.unravel_index(torch.tensor(flat), out.shape)] if out.dim() else []
+        first = unravel(flat, out.shape)
         actual, expected = float(of[flat]), float(tf[flat])
         diagnosis = diagnose(*whole) if whole is not None else diagnose_from_counts(
             first_bad, n_mismatch + n_nonfinite, n, leak, dropped, bad_at_nonfinite_truth, finite_bad)
@@ -202,6 +202,16 @@ def compare(
                       err_ulp=max_ulp, n_elements=n, n_mismatch=n_mismatch, n_nonfinite=n_nonfinite,
                       first_mismatch=first, atol=atol, rtol=rtol, slack=slack, worst_actual=actual,
                       worst_expected=expected, output_finite=output_finite)
+
+
+def unravel(flat: int, shape: torch.Size) -> list[int]:
+    """The index in `shape` of flat (row-major) index `flat`. Not `torch.unravel_index`, whose first
+    call in a process imports sympy (most of a second)."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return index[::-1]
 
 
 def max_finite_error(approx: torch.Tensor, truth: torch.Tensor) -> float:
