@@ -196,3 +196,41 @@ def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memor
     assert "waits for room before a retry alone: 2 found it in 6 s (longest 5 s), 1 did not" in out
     assert ("timeouts at a call's limit beside other workers, tried again with a longer limit: 2, ending "
             "{'pass': 1, 'timeout': 1}") in out
+
+
+def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_what_followed(tmp_path):
+    """A wait for memory granted at its limit is counted as larger or no larger than BACKFILL of the
+    capacity its line states, with its seconds, and as run out of memory all the same when the
+    same worker's next line of note is a retry for memory (not its verdict, nor its next wait)."""
+    import pandas as pd
+
+    from rescore.engine.sandbox import HANDED_BACK
+
+    tables = tmp_path / "results" / "tables"
+    tables.mkdir(parents=True)
+    pd.DataFrame([{"submission_id": "s1", "oracle": "fixed", "outcome": "pass", "reason": ""}]).to_parquet(
+        tables / "cases.parquet")
+    pd.DataFrame([{"submission_id": "s1", "dump": "d"}]).to_parquet(tables / "submissions.parquet")
+    log = tmp_path / "results" / "logs" / "check" / "d" / "shard-0.log"
+    log.parent.mkdir(parents=True)
+
+    def waited(seconds: float, size: str) -> str:
+        return (f"waited {seconds} s for {size} of gpu-0's memory (capacity 64.00 GiB; the others hold 90.00 GiB "
+                "in 9 reservations, the largest 20.00 GiB; 2 waiting); granted at its wait limit")
+
+    log.write_text("\n".join(f"2026-12-07 03:00:0{i},000 INFO {line}" for i, line in enumerate([
+        waited(60.0, "30.00 GiB"),
+        f"retried {HANDED_BACK} on gpu-0 (out of memory in the reference: x): pass; 0.8 s",
+        waited(40.0, "20.00 GiB"),
+        "level1/task9: 121 cases, 2 flagged (274.6 s for 9.8 s of cases)",
+        f"retried {HANDED_BACK} on gpu-0 (out of memory in the reference: x): pass; 0.8 s",
+        waited(3.0, "1.00 GiB"),
+        waited(5.0, "2.00 GiB"),
+    ])) + "\n")
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "harness_faults.py"), str(tmp_path / "results")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("at their wait limit, larger than BACKFILL of the capacity: 2, 100 s; then out of memory (the "
+            "worker's next line a retry): 1") in r.stdout, r.stdout
+    assert ("at their wait limit, no larger than BACKFILL of the capacity: 2, 8 s; then out of memory (the "
+            "worker's next line a retry): 0") in r.stdout, r.stdout

@@ -11,7 +11,8 @@ device reported room for them, or with the device to themselves, as a worker kil
 harness did not send is too), how they ended, how long the waits for room took and how long the
 retries alone stopped the device, how long workers waited for memory, and how many of those waits
 found the others holding more than the ledger's capacity (granted past its wait limit: a ledger over
-capacity), how the waits ended and how many reservations the device's measured free memory granted;
+capacity), how the waits ended (those at their limit by size, and how many of their requests then
+ran out of memory all the same) and how many reservations the device's measured free memory granted;
 and how the timeouts at a call's own limit beside other workers ended when tried again with a longer
 limit (`sandbox.confirms_timeout`): an answer then was the device's other work, not a hang.
 A run on one GPU with many shards checks the sharing with it.
@@ -29,8 +30,10 @@ import pandas as pd
 from rescore.engine.sandbox import ALONE, CONFIRM_LINE, HANDED_BACK, NO_ROOM, NOT_ALONE, RETRY_LINE, ROOM
 from rescore.model.oom import OOM_MARKERS
 from rescore.model.outcomes import REFUSED_PREFIX, Outcome
+from rescore.runtime.device_share import BACKFILL
+from rescore.stages import SHARD_LOG_LINE
 
-WAITED = re.compile(r"waited ([\d.]+) s for")
+WAITED = re.compile(r"waited ([\d.]+) s for ([\d.]+) (\w+) of")
 GAVE_UP = re.compile(r"after ([\d.]+) s: the running requests went on")
 # how a reservation was granted, in its line (`sharing.DeviceShare.reserve`; older runs' lines do not say)
 ON_FREE = "on the device's measured free memory"
@@ -91,8 +94,16 @@ def main() -> None:
     over, told = 0, 0  # waits while the others held more than the capacity; waits whose line says
     ratios: list[float] = []  # traced / measured reference peak, per submission
     confirmed: Counter = Counter()  # how the timeouts tried again with a longer limit ended
+    # each wait that ended at its limit: [larger than BACKFILL of the capacity, its seconds, whether
+    # the same worker's next line of note was a retry for memory (its request then ran out)]
+    at_limit: list[list] = []
     for log in logs:
+        after_limit = None  # the wait at its limit whose request has not been seen to end yet
         for line in log.read_text(errors="replace").splitlines():
+            if after_limit is not None and RETRY_LINE.search(line):
+                after_limit[2] = True
+            if RETRY_LINE.search(line) or WAITED.search(line) or HOW.search(line) or SHARD_LOG_LINE.match(line):
+                after_limit = None
             if m := RETRY_LINE.search(line):
                 ended[(m.group(1), m.group(4))] += 1
                 if m.group(1) == ALONE and m.group(5):
@@ -114,6 +125,10 @@ def main() -> None:
                 if o := OTHERS.search(line):
                     told += 1
                     over += _bytes(o.group(3), o.group(4)) > _bytes(o.group(1), o.group(2))
+                if how and how.group(1) == "at its wait limit" and o:
+                    large = _bytes(m.group(2), m.group(3)) > BACKFILL * _bytes(o.group(1), o.group(2))
+                    after_limit = [large, float(m.group(1)), False]
+                    at_limit.append(after_limit)
             elif (how := HOW.search(line)) and how.group(1) == ON_FREE:
                 free_grants += 1  # within a second
             elif (m := PEAK.search(line)) and float(m.group(3)):
@@ -136,6 +151,12 @@ def main() -> None:
               + (f"{over} of {told} with the others holding more than the capacity" if told
                  else "the lines do not say what the others held (a run older than that part of the log line)"))
         print(f"  granted: {dict(granted)}")
+        for large in (True, False):
+            these = [w for w in at_limit if w[0] == large]
+            if these:
+                print(f"  at their wait limit, {'larger' if large else 'no larger'} than BACKFILL of the capacity: "
+                      f"{len(these)}, {sum(w[1] for w in these):.0f} s; then out of memory (the worker's next "
+                      f"line a retry): {sum(w[2] for w in these)}")
     print(f"reservations granted on the device's measured free memory: {free_grants}")
     if confirmed:
         print(f"timeouts at a call's limit beside other workers, tried again with a longer limit: "
