@@ -9,6 +9,7 @@ at the request's scale; every form an out-of-memory error took on the H100 run i
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import threading
 import time
@@ -18,7 +19,7 @@ import pytest
 
 from rescore.engine import sharing
 from rescore.engine.sharing import CONTEXT_BYTES, FACTOR, USABLE, DeviceShare, alone_result
-from rescore.model.oom import in_use_bytes, is_oom, requested_bytes
+from rescore.model.oom import in_use_bytes, is_oom, requested_bytes, size_text
 from rescore.model.outcomes import Outcome
 from rescore.runtime.device_share import MAX_WAIT_ENV, DeviceLock, Ledger, retry_waiting
 from rescore.worker.protocol import ALONE_KEY, BENCHMARK, FUZZ, Case, Explain, Fixed, Load, Time, scale_of
@@ -165,7 +166,11 @@ def test_a_reservation_waits_at_most_its_limit_then_goes_ahead(tmp_path):
     ledger.reserve("big", 90, 100)
     grant = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.3).reserve("late", 50, 100)
     assert 0.3 <= grant.waited_s < 3 and grant.by == "limit"
+    assert grant.free_bytes is None  # no report of the device's free memory yet
     assert ledger.entries()["late"]["held"] == 50
+    ledger.note_free(20)
+    reported = Ledger(tmp_path, "gpu-0", poll_s=0.01, max_wait_s=0.3).reserve("later", 40, 100)
+    assert reported.by == "limit" and reported.free_bytes == 20 and 0.3 <= reported.age_s < 3
 
 
 def test_on_a_full_device_a_small_request_waits_in_proportion_to_its_size(tmp_path):
@@ -201,6 +206,27 @@ def test_a_long_wait_is_logged_with_what_the_others_held(tmp_path, monkeypatch, 
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("waited"))
     assert "the others hold 95.00 MiB in 2 reservations, the largest 80.00 MiB; 0 waiting" in line, line
     assert Ledger(tmp_path, "host").others("small") == (80 << 20, 1, 80 << 20, 0)
+
+
+def test_a_grant_at_its_limit_says_what_the_device_last_reported_free_and_the_growth(tmp_path, monkeypatch,
+                                                                                      caplog):
+    """A wait that ends at its limit names the device's last report of its free memory and how much
+    more the request asked than its worker held: whether the device had room all along
+    (`tools/harness_faults.py` counts these)."""
+    monkeypatch.setenv(MAX_WAIT_ENV, "0.5")
+    monkeypatch.setattr(sharing, "WAIT_NOTE_S", 0.1)
+    Ledger(tmp_path, "host", poll_s=0.01).reserve("big", 95 << 20, 100 << 20)
+    share = DeviceShare("cpu", capacity=100 << 20, folder=tmp_path)
+    share.ledger.poll_s = 0.01
+    share.ledger.note_free(40 << 20)
+    share.reference_bytes = 10 << 20  # the context and 3 x 10 MiB, past what the ledger has left
+    with caplog.at_level(logging.INFO, logger="rescore"):
+        share.reserve()
+    share.close()
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("waited"))
+    grown = size_text(CONTEXT_BYTES + 3 * (10 << 20))  # its worker held nothing before
+    assert re.search(r"granted at its wait limit \(the device's last report: 40\.00 MiB free [\d.]+ s before, "
+                     + re.escape(grown) + r" more asked\)$", line), line
 
 
 def test_a_fresh_report_of_free_memory_grants_what_the_reservations_would_hold(tmp_path):

@@ -201,7 +201,8 @@ def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memor
 def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_what_followed(tmp_path):
     """A wait for memory granted at its limit is counted as larger or no larger than BACKFILL of the
     capacity its line states, with its seconds, and as run out of memory all the same when the
-    same worker's next line of note is a retry for memory (not its verdict, nor its next wait)."""
+    same worker's next line of note is a retry for memory (not its verdict, nor its next wait); where
+    the line names the device's last report of free memory, by whether that had room for the growth."""
     import pandas as pd
 
     from rescore.engine.sandbox import HANDED_BACK
@@ -214,14 +215,15 @@ def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_wha
     log = tmp_path / "results" / "logs" / "check" / "d" / "shard-0.log"
     log.parent.mkdir(parents=True)
 
-    def waited(seconds: float, size: str) -> str:
+    def waited(seconds: float, size: str, free: str = "") -> str:
+        report = f" (the device's last report: {free} free 0.2 s before, {size} more asked)" if free else ""
         return (f"waited {seconds} s for {size} of gpu-0's memory (capacity 64.00 GiB; the others hold 90.00 GiB "
-                "in 9 reservations, the largest 20.00 GiB; 2 waiting); granted at its wait limit")
+                f"in 9 reservations, the largest 20.00 GiB; 2 waiting); granted at its wait limit{report}")
 
     log.write_text("\n".join(f"2026-12-07 03:00:0{i},000 INFO {line}" for i, line in enumerate([
-        waited(60.0, "30.00 GiB"),
+        waited(60.0, "30.00 GiB", free="40.00 GiB"),
         f"retried {HANDED_BACK} on gpu-0 (out of memory in the reference: x): pass; 0.8 s",
-        waited(40.0, "20.00 GiB"),
+        waited(40.0, "20.00 GiB", free="5.00 GiB"),
         "level1/task9: 121 cases, 2 flagged (274.6 s for 9.8 s of cases)",
         f"retried {HANDED_BACK} on gpu-0 (out of memory in the reference: x): pass; 0.8 s",
         waited(3.0, "1.00 GiB"),
@@ -234,3 +236,5 @@ def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_wha
             "worker's next line a retry): 1") in r.stdout, r.stdout
     assert ("at their wait limit, no larger than BACKFILL of the capacity: 2, 8 s; then out of memory (the "
             "worker's next line a retry): 0") in r.stdout, r.stdout
+    assert ("the device's last report then had room for the growth: 1 of 2 (then out of memory: 1); had not: 1 "
+            "(then out of memory: 0)") in r.stdout, r.stdout

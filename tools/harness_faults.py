@@ -11,9 +11,9 @@ device reported room for them, or with the device to themselves, as a worker kil
 harness did not send is too), how they ended, how long the waits for room took and how long the
 retries alone stopped the device, how long workers waited for memory, and how many of those waits
 found the others holding more than the ledger's capacity (granted past its wait limit: a ledger over
-capacity), how the waits ended (those at their limit by size, and how many of their requests then
-ran out of memory all the same) and how many reservations the device's measured free memory granted;
-and how the timeouts at a call's own limit beside other workers ended when tried again with a longer
+capacity), how the waits ended (those at their limit by size, whether the device's last report of
+free memory had room for them, and how many of their requests then ran out of memory all the same)
+and how many reservations the device's measured free memory granted; and how the timeouts at a call's own limit beside other workers ended when tried again with a longer
 limit (`sandbox.confirms_timeout`): an answer then was the device's other work, not a hang.
 A run on one GPU with many shards checks the sharing with it.
 """
@@ -39,6 +39,9 @@ GAVE_UP = re.compile(r"after ([\d.]+) s: the running requests went on")
 ON_FREE = "on the device's measured free memory"
 HOW = re.compile(r"granted (?:.* after [\d.]+ s )?"
                  rf"(at its wait limit|as the reservations fit|within what it held|{ON_FREE})")
+# a grant at its limit: the device's last report of free memory then, and what the request grew by
+REPORTED = re.compile(r"at its wait limit \(the device's last report: ([\d.]+) (\w+) free [\d.]+ s before, "
+                      r"([\d.]+) (\w+) more asked\)")
 # what the other reservations held at a wait, as its line says (capacity, their bytes)
 OTHERS = re.compile(r"\(capacity ([\d.]+) (\w+); the others hold ([\d.]+) (\w+) in")
 PEAK = re.compile(r"reference peak on \S+: traced ([\d.]+) (\w+), measured ([\d.]+) (\w+)")
@@ -127,7 +130,9 @@ def main() -> None:
                     over += _bytes(o.group(3), o.group(4)) > _bytes(o.group(1), o.group(2))
                 if how and how.group(1) == "at its wait limit" and o:
                     large = _bytes(m.group(2), m.group(3)) > BACKFILL * _bytes(o.group(1), o.group(2))
-                    after_limit = [large, float(m.group(1)), False]
+                    r = REPORTED.search(line)  # None in a run older than that part of the line
+                    room = None if r is None else _bytes(r.group(1), r.group(2)) >= _bytes(r.group(3), r.group(4))
+                    after_limit = [large, float(m.group(1)), False, room]
                     at_limit.append(after_limit)
             elif (how := HOW.search(line)) and how.group(1) == ON_FREE:
                 free_grants += 1  # within a second
@@ -157,6 +162,13 @@ def main() -> None:
                 print(f"  at their wait limit, {'larger' if large else 'no larger'} than BACKFILL of the capacity: "
                       f"{len(these)}, {sum(w[1] for w in these):.0f} s; then out of memory (the worker's next "
                       f"line a retry): {sum(w[2] for w in these)}")
+                told_room = [w for w in these if w[3] is not None]
+                if told_room:
+                    roomy = [w for w in told_room if w[3]]
+                    print(f"    the device's last report then had room for the growth: {len(roomy)} of "
+                          f"{len(told_room)} (then out of memory: {sum(w[2] for w in roomy)}); had not: "
+                          f"{len(told_room) - len(roomy)} (then out of memory: "
+                          f"{sum(w[2] for w in told_room if not w[3])})")
     print(f"reservations granted on the device's measured free memory: {free_grants}")
     if confirmed:
         print(f"timeouts at a call's limit beside other workers, tried again with a longer limit: "

@@ -144,7 +144,7 @@ class DeviceShare:
         if need == self.held:
             return 0.0
         grant = self.ledger.reserve(self.owner, need, self.capacity)
-        waited = grant.waited_s
+        waited, grown = grant.waited_s, max(0, need - self.held)
         self.held = need
         self.waited_s += waited
         on_free = grant.by == "free"
@@ -155,6 +155,9 @@ class DeviceShare:
                       f"reservations, the largest {size_text(largest)}; {waiting} waiting")
             how = (f"on the device's measured free memory ({size_text(grant.free_bytes)} free {grant.age_s:.1f} s "
                    "before)" if on_free else GRANTED[grant.by])
+            if grant.by == "limit" and grant.free_bytes is not None:  # whether the device had room all along
+                how += (f" (the device's last report: {size_text(grant.free_bytes)} free {grant.age_s:.1f} s before, "
+                        f"{size_text(grown)} more asked)")
             if waited > WAIT_NOTE_S:
                 log.info("waited %.1f s for %s of %s's memory (%s); granted %s", waited, size_text(need), self.key,
                          others, how)

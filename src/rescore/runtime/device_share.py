@@ -227,8 +227,8 @@ def wait_limit(max_wait_s: float, nbytes: int, capacity: int) -> float:
 @dataclass(frozen=True)
 class Grant:
     """How a reservation was granted: `ledger` (its arithmetic), `free` (the device's measured free
-    memory: `free_bytes` reported `age_s` before), `limit` (its wait limit ran out), `held` (no more
-    than it held); after `waited_s`."""
+    memory: `free_bytes` reported `age_s` before), `limit` (its wait limit ran out; `free_bytes` the
+    device's last report then, where there was one), `held` (no more than it held); after `waited_s`."""
 
     by: str
     free_bytes: int | None = None
@@ -404,7 +404,9 @@ class Ledger:
 
         def at_limit(state: dict) -> Grant:
             _entry(state["entries"], owner, me)
-            return granted(state, Grant("limit"))
+            free = state.get("free") or {}  # the device's last report, for the log: was there room?
+            return granted(state, Grant("limit", int(free["bytes"]), max(0.0, time.time() - float(free["at"])))
+                           if free else Grant("limit"))
 
         while (grant := self._edit(attempt)) is None:
             if time.monotonic() - began >= limit:
