@@ -87,8 +87,8 @@ def diagnose(out: torch.Tensor, truth: torch.Tensor, bad: torch.Tensor) -> str:
     t_fin = torch.isfinite(t)
     o_fin = torch.isfinite(o)
     finite = t_fin & o_fin
-    all_finite = bool(finite.all())
-    if not all_finite:
+    finite_everywhere = bool(finite.all())
+    if not finite_everywhere:
         if bool((bad & t_fin & ~o_fin).any()) and not bool((bad & finite).any()):
             return "tail_region" if _spatial(bad, o.shape) == "tail_region" else "nonfinite_leak"
         if bool((bad & ~t_fin).any()) and int((bad & ~t_fin & o_fin).sum()) * 2 >= n_bad:
@@ -97,7 +97,7 @@ def diagnose(out: torch.Tensor, truth: torch.Tensor, bad: torch.Tensor) -> str:
     if spatial:
         return spatial
     tabs = t.abs()
-    bad_finite = bad if all_finite else bad & finite
+    bad_finite = bad if finite_everywhere else bad & finite
     both = bad_finite & (tabs > 1e-12)
     o_both, t_both = o[both], t[both]
     if o_both.numel() >= 2:
@@ -107,14 +107,14 @@ def diagnose(out: torch.Tensor, truth: torch.Tensor, bad: torch.Tensor) -> str:
             return "constant_factor"
         if _all_same(o_both - t_both):
             return "constant_offset"
-    if n_bad < (o.numel() if all_finite else int(finite.sum())):
+    if n_bad < (o.numel() if finite_everywhere else int(finite.sum())):
         neg, pos = t < 0, t > 0
         if bool(neg.any() & pos.any()):
             if not bool((bad_finite & pos).any()) and bool((bad & neg).any()):
                 return "sign_dependent"
             if not bool((bad_finite & neg).any()) and bool((bad & pos).any()):
                 return "sign_dependent"
-        mags = tabs.reshape(-1) if all_finite else tabs[finite]
+        mags = tabs.reshape(-1) if finite_everywhere else tabs[finite]
         if mags.numel() >= 8:
             cut = quantile(mags, 0.5)
             if not bool((bad_finite & (tabs <= cut)).any()):
