@@ -158,13 +158,10 @@ def test_submissions_by_minute_from_the_shards_logs_and_the_steps_start(tmp_path
     assert r.stdout.splitlines() == ["by minute 4: 1", "by minute 10: 2", "in all: 3, the last at minute 11.0"]
 
 
-def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memory(tmp_path):
-    """tools/harness_faults.py reads the retry lines as the sandbox writes them (`RETRY_LINE`, `NO_ROOM`):
-    handed back, once the device had room (with the wait), alone (with the wait for the running requests);
-    and the timeouts tried again with a longer limit, by how they ended (`CONFIRM_LINE`)."""
+def _results_with_one_shard_log(tmp_path: Path) -> Path:
+    """A results folder with a one-case cases table of dump `d` and the path of its shard 0's log
+    (its folder made), for tools/harness_faults.py to read."""
     import pandas as pd
-
-    from rescore.engine.sandbox import ALONE, HANDED_BACK, NO_ROOM, ROOM
 
     tables = tmp_path / "results" / "tables"
     tables.mkdir(parents=True)
@@ -173,6 +170,16 @@ def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memor
     pd.DataFrame([{"submission_id": "s1", "dump": "d"}]).to_parquet(tables / "submissions.parquet")
     log = tmp_path / "results" / "logs" / "check" / "d" / "shard-0.log"
     log.parent.mkdir(parents=True)
+    return log
+
+
+def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memory(tmp_path):
+    """tools/harness_faults.py reads the retry lines as the sandbox writes them (`RETRY_LINE`, `NO_ROOM`):
+    handed back, once the device had room (with the wait), alone (with the wait for the running requests);
+    and the timeouts tried again with a longer limit, by how they ended (`CONFIRM_LINE`)."""
+    from rescore.engine.sandbox import ALONE, HANDED_BACK, NO_ROOM, ROOM
+
+    log = _results_with_one_shard_log(tmp_path)
     log.write_text("\n".join(f"2026-12-06 15:00:0{i},000 INFO {line}" for i, line in enumerate([
         f"retried {HANDED_BACK} on gpu-0 (out of memory in the reference: x): pass; 0.8 s",
         f"retried {ROOM} on gpu-0 (out of memory in the harness: x): pass; 5.8 s, 5.0 s of it waiting for room",
@@ -203,17 +210,9 @@ def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_wha
     capacity its line states, with its seconds, and as run out of memory all the same when the
     same worker's next line of note is a retry for memory (not its verdict, nor its next wait); where
     the line names the device's last report of free memory, by whether that had room for the growth."""
-    import pandas as pd
-
     from rescore.engine.sandbox import HANDED_BACK
 
-    tables = tmp_path / "results" / "tables"
-    tables.mkdir(parents=True)
-    pd.DataFrame([{"submission_id": "s1", "oracle": "fixed", "outcome": "pass", "reason": ""}]).to_parquet(
-        tables / "cases.parquet")
-    pd.DataFrame([{"submission_id": "s1", "dump": "d"}]).to_parquet(tables / "submissions.parquet")
-    log = tmp_path / "results" / "logs" / "check" / "d" / "shard-0.log"
-    log.parent.mkdir(parents=True)
+    log = _results_with_one_shard_log(tmp_path)
 
     def waited(seconds: float, size: str, free: str = "") -> str:
         report = f" (the device's last report: {free} free 0.2 s before, {size} more asked)" if free else ""
