@@ -13,8 +13,9 @@ retries alone stopped the device, how long workers waited for memory, and how ma
 found the others holding more than the ledger's capacity (granted past its wait limit: a ledger over
 capacity), how the waits ended (those at their limit by size, whether the device's last report of
 free memory had room for them, and how many of their requests then ran out of memory all the same)
-and how many reservations the device's measured free memory granted; and how the timeouts at a call's own limit beside other workers ended when tried again with a longer
-limit (`sandbox.confirms_timeout`): an answer then was the device's other work, not a hang.
+and how many reservations the device's measured free memory granted; and how the timeouts at a
+call's own limit beside other workers ended when tried again with a longer limit
+(`sandbox.confirms_timeout`): an answer then was the device's other work, not a hang.
 A run on one GPU with many shards checks the sharing with it.
 """
 
