@@ -374,3 +374,5 @@ def test_all_finite_is_isfinite_all_for_every_dtype_and_value():
         assert bool(all_finite(torch.empty(0, dtype=dtype)))
         assert not bool(all_finite(torch.tensor(float("nan"), dtype=dtype)))
     assert bool(all_finite(torch.arange(5))) and bool(all_finite(torch.ones(2, dtype=torch.bool)))
+    assert not bool(all_finite(torch.tensor([1 + 1j, complex(float("inf"), 0)])))
+    assert bool(all_finite(torch.tensor([1 + 1j, 2j])))

@@ -62,6 +62,8 @@ def all_finite(x: torch.Tensor) -> torch.Tensor:
     """Whether every element of `x` is finite, as a 0-dim bool on its device (no wait): its least and
     largest values, NaN carried through, both finite. One reduction, not a mask of the whole tensor:
     a twentieth of `isfinite(x).all()`'s time on a 16M-element float64 output on the CPU."""
+    if x.is_complex():  # no order to take the ends of
+        return torch.isfinite(x).all()
     if not x.is_floating_point() or x.numel() == 0:
         return torch.ones((), dtype=torch.bool, device=x.device)
     return torch.isfinite(torch.stack(torch.aminmax(x))).all()
