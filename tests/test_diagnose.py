@@ -71,6 +71,7 @@ def test_the_quantile_by_selection_is_torchs_to_the_bit(q):
     g = torch.Generator().manual_seed(5)
     for n in [1, 2, 3, 10, 11, 1000, 4097]:
         for values in (torch.randn(n, dtype=torch.float64, generator=g),
+                       torch.randn(n, generator=g),  # float32: the rank taken in float32, as torch does
                        torch.randint(0, 4, (n,), generator=g).to(torch.float64),  # ties
                        torch.randn(n, dtype=torch.float64, generator=g).abs() * 1e-300,
                        torch.cat([torch.randn(n, dtype=torch.float64, generator=g), torch.tensor([torch.inf])])):

@@ -35,12 +35,11 @@ def quantile(values: torch.Tensor, q: float) -> torch.Tensor:
     every value (the sort was most of a mismatch's judgement on a million-element output)."""
     if bool(values.isnan().any()):
         return torch.tensor(float("nan"), dtype=values.dtype)
-    n = values.numel()
-    rank = q * (n - 1)
-    below, above = int(rank), math.ceil(rank)  # as torch's: equal at a whole rank
+    rank = torch.tensor(q, dtype=values.dtype) * (values.numel() - 1)  # in the values' dtype, as torch's
+    below, above = int(rank), math.ceil(float(rank))  # equal at a whole rank
     picked = np.partition(values.numpy(), [below, above])
     low, high = (torch.tensor(picked[i], dtype=values.dtype) for i in (below, above))
-    return torch.lerp(low, high, torch.tensor(rank - below, dtype=values.dtype))
+    return torch.lerp(low, high, rank - below)
 
 
 def _spread(values: torch.Tensor) -> tuple[float, float]:
