@@ -149,7 +149,7 @@ def compare(
     max_abs = max_rel = max_ulp = 0.0
     first_bad = first_nonfinite = worst_mismatch = None  # flat indices
     worst_mismatch_err = -1.0
-    whole = None  # (out, truth, wrong) of a tensor judged in one chunk, for `diagnose`
+    whole = None  # (out, truth, wrong, both finite everywhere) of a tensor judged in one chunk, for `diagnose`
     output_finite = True
     for start in range(0, n, CHUNK_ELEMENTS):
         part = slice(start, start + CHUNK_ELEMENTS)
@@ -178,7 +178,7 @@ def compare(
             if not wrong and not wrong_nonfinite:  # no element wrong, none of a wrong class
                 continue
         if n <= CHUNK_ELEMENTS:
-            whole = (o.reshape(out.shape), t.reshape(out.shape), bad.reshape(out.shape))
+            whole = (o.reshape(out.shape), t.reshape(out.shape), bad.reshape(out.shape), o_finite and t_finite)
         if first_bad is None:
             first_bad = start + int(torch.argmax(bad.to(torch.uint8)))
         if first_nonfinite is None and wrong_nonfinite:

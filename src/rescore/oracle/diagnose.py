@@ -73,21 +73,22 @@ def _past_block(index: torch.Tensor, length: int) -> bool:
     return start > 0 and start % MIN_BLOCK == 0 and start < length
 
 
-def diagnose(out: torch.Tensor, truth: torch.Tensor, bad: torch.Tensor) -> str:
-    """The kind of a failure; `bad` marks the elements judged wrong (mismatch or non-finite). Where
-    the output and the truth are finite everywhere (nearly every failure) the masks of finite
-    elements are left out: the same kinds in fewer passes over the output."""
+def diagnose(out: torch.Tensor, truth: torch.Tensor, bad: torch.Tensor, finite_everywhere: bool | None = None) -> str:
+    """The kind of a failure; `bad` marks the elements judged wrong (mismatch or non-finite).
+    `finite_everywhere`: whether the output and the truth are both finite everywhere, where the caller
+    has read it already (`compare` has), else read here. There (nearly every failure) the masks of
+    finite elements are left out: the same kinds in fewer passes over the output."""
     o = out.detach().to(torch.float64).cpu()
     t = truth.detach().to(torch.float64).cpu()
     bad = bad.cpu()
     n_bad = int(bad.sum())
     if not n_bad:
         return ""
-    t_fin = torch.isfinite(t)
-    o_fin = torch.isfinite(o)
-    finite = t_fin & o_fin
-    finite_everywhere = bool(finite.all())
+    if finite_everywhere is None:
+        finite_everywhere = bool((torch.isfinite(t) & torch.isfinite(o)).all())
     if not finite_everywhere:
+        t_fin, o_fin = torch.isfinite(t), torch.isfinite(o)
+        finite = t_fin & o_fin
         if bool((bad & t_fin & ~o_fin).any()) and not bool((bad & finite).any()):
             return "tail_region" if _spatial(bad, o.shape) == "tail_region" else "nonfinite_leak"
         if bool((bad & ~t_fin).any()) and int((bad & ~t_fin & o_fin).sum()) * 2 >= n_bad:
