@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +48,18 @@ REPORTED = re.compile(r"at its wait limit \(the device's last report: ([\d.]+) (
 OTHERS = re.compile(r"\(capacity ([\d.]+) (\w+); the others hold ([\d.]+) (\w+) in")
 PEAK = re.compile(r"reference peak on \S+: traced ([\d.]+) (\w+), measured ([\d.]+) (\w+)")
 UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+@dataclass
+class LimitWait:
+    """A wait for memory that ended at its limit: larger than BACKFILL of the capacity or not, its
+    seconds, whether the device's last report had room for its growth (None: the line does not say),
+    and whether its worker's next line of note was a retry for memory (its request ran out all the same)."""
+
+    large: bool
+    seconds: float
+    room: bool | None
+    ran_out: bool = False
 
 
 def _bytes(number: str, unit: str) -> float:
@@ -98,17 +111,16 @@ def main() -> None:
     over, told = 0, 0  # waits while the others held more than the capacity; waits whose line says
     ratios: list[float] = []  # traced / measured reference peak, per submission
     confirmed: Counter = Counter()  # how the timeouts tried again with a longer limit ended
-    # each wait that ended at its limit: [larger than BACKFILL of the capacity, its seconds, whether
-    # the same worker's next line of note was a retry for memory (its request then ran out)]
-    at_limit: list[list] = []
+    at_limit: list[LimitWait] = []
     for log in logs:
         after_limit = None  # the wait at its limit whose request has not been seen to end yet
         for line in log.read_text(errors="replace").splitlines():
-            if after_limit is not None and RETRY_LINE.search(line):
-                after_limit[2] = True
-            if RETRY_LINE.search(line) or WAITED.search(line) or HOW.search(line) or SHARD_LOG_LINE.match(line):
+            retry = RETRY_LINE.search(line)
+            if after_limit is not None and (retry or WAITED.search(line) or HOW.search(line)
+                                            or SHARD_LOG_LINE.match(line)):
+                after_limit.ran_out = retry is not None  # the worker's next line of note
                 after_limit = None
-            if m := RETRY_LINE.search(line):
+            if m := retry:
                 ended[(m.group(1), m.group(4))] += 1
                 if m.group(1) == ALONE and m.group(5):
                     alone_s.append(float(m.group(5)))
@@ -133,7 +145,7 @@ def main() -> None:
                     large = _bytes(m.group(2), m.group(3)) > BACKFILL * _bytes(o.group(1), o.group(2))
                     r = REPORTED.search(line)  # None in a run older than that part of the line
                     room = None if r is None else _bytes(r.group(1), r.group(2)) >= _bytes(r.group(3), r.group(4))
-                    after_limit = [large, float(m.group(1)), False, room]
+                    after_limit = LimitWait(large, float(m.group(1)), room)
                     at_limit.append(after_limit)
             elif (how := HOW.search(line)) and how.group(1) == ON_FREE:
                 free_grants += 1  # within a second
@@ -158,18 +170,18 @@ def main() -> None:
                  else "the lines do not say what the others held (a run older than that part of the log line)"))
         print(f"  granted: {dict(granted)}")
         for large in (True, False):
-            these = [w for w in at_limit if w[0] == large]
+            these = [w for w in at_limit if w.large == large]
             if these:
                 print(f"  at their wait limit, {'larger' if large else 'no larger'} than BACKFILL of the capacity: "
-                      f"{len(these)}, {sum(w[1] for w in these):.0f} s; then out of memory (the worker's next "
-                      f"line a retry): {sum(w[2] for w in these)}")
-                told_room = [w for w in these if w[3] is not None]
+                      f"{len(these)}, {sum(w.seconds for w in these):.0f} s; then out of memory (the worker's next "
+                      f"line a retry): {sum(w.ran_out for w in these)}")
+                told_room = [w for w in these if w.room is not None]
                 if told_room:
-                    roomy = [w for w in told_room if w[3]]
+                    roomy = [w for w in told_room if w.room]
                     print(f"    the device's last report then had room for the growth: {len(roomy)} of "
-                          f"{len(told_room)} (then out of memory: {sum(w[2] for w in roomy)}); had not: "
+                          f"{len(told_room)} (then out of memory: {sum(w.ran_out for w in roomy)}); had not: "
                           f"{len(told_room) - len(roomy)} (then out of memory: "
-                          f"{sum(w[2] for w in told_room if not w[3])})")
+                          f"{sum(w.ran_out for w in told_room if not w.room)})")
     print(f"reservations granted on the device's measured free memory: {free_grants}")
     if confirmed:
         print(f"timeouts at a call's limit beside other workers, tried again with a longer limit: "

@@ -66,8 +66,9 @@ def largest_input(problem: types.ModuleType, sizes: dict) -> int:
 def fitted_to_budget(problem: types.ModuleType, schema: OpSchema, budget: int) -> dict | None:
     """The benchmark's sizes fitted to the fuzz budget (as a held draw fits its sizes), where the
     benchmark's largest input is past it; None where it is not (a draw may then exceed the benchmark),
-    and where the problem's inputs cannot be made on the meta device (fitting would draw them for
-    real at each size it tries: seconds a draw at a billion elements)."""
+    and where `shapes_on_meta` gives no shapes (inputs that cannot be made on the meta device, or not
+    all floating): fitting would draw them for real at each size it tries, seconds a draw at a
+    billion elements."""
     sizes, limit = dict(schema.defaults()), size_budget(schema, budget)
     if shapes_on_meta(problem, sizes) is None:
         return None
