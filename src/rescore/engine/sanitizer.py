@@ -61,7 +61,7 @@ DEFAULTS = {
     "passing": False,
     "executable": "compute-sanitizer",
     "print_limit": 100,  # error reports printed per run (a warp's reads come before its writes); the summary counts all
-    "jobs": 4,  # runs at a time: a run is mostly its worker's start and load under the sanitizer, on the host
+    "jobs": 8,  # runs at a time: a run is mostly its worker's start and load under the sanitizer, on the host
 }
 # Tools whose view of memory is the allocation: with the caching allocator on, they see its blocks.
 NO_CACHING_TOOLS = ("memcheck", "initcheck")
