@@ -218,6 +218,27 @@ def test_inputs_past_the_large_draw_are_float32_normals_widened_and_seeded(monke
     assert torch.equal(big, big.to(torch.float32).to(torch.float64)) and not torch.equal(big, small)
 
 
+def test_unrecorded_values_draw_their_normals_at_the_case_precision():
+    """A decoy's values, which no row records, are float32 normals widened for a float32 or half case
+    (what rounding to the dtype leaves of a float64 draw), seeded all the same; a float64 case's, and
+    every recorded value, stay float64 draws."""
+    import torch
+
+    from rescore.inputs import values
+
+    def gen():
+        return torch.Generator().manual_seed(5)
+
+    recorded = values.fill((64,), "large", gen(), torch.float32, "real")
+    decoy = values.fill((64,), "large", gen(), torch.float32, "real", recorded=False)
+    assert torch.equal(decoy, values.fill((64,), "large", gen(), torch.float32, "real", recorded=False))
+    assert decoy.dtype == torch.float64 and not torch.equal(decoy, recorded)
+    assert torch.equal(decoy / 100.0, (decoy / 100.0).to(torch.float32).to(torch.float64))
+    assert not torch.equal(recorded / 100.0, (recorded / 100.0).to(torch.float32).to(torch.float64))
+    wide = values.fill((64,), "large", gen(), torch.float64, "real", recorded=False)
+    assert torch.equal(wide, values.fill((64,), "large", gen(), torch.float64, "real"))
+
+
 def _case_inputs_of(problem_file: str):
     """make_inputs(spec, draws=...) on a toy problem's module, as a worker loads it."""
     from conftest import toy_submission

@@ -94,7 +94,7 @@ def held_draw(problem: types.ModuleType, schema: OpSchema, budget: int, strategy
 
 
 def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: CaseSpec, *,
-                draws: bool = False) -> tuple[list, list]:
+                draws: bool = False, recorded: bool = True) -> tuple[list, list]:
     """(inputs at float64 holding the dtype-rounded values, init inputs) for one case.
 
     Where the case's value class replaces every value `get_inputs()` makes, its shapes come from the
@@ -105,7 +105,7 @@ def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: 
     generators (`init_without_draws`). `draws`: a call of the candidate follows with no reseed between
     (a decoy after the model was built), so the generators must advance as the problem's draw
     advances them: it then draws as it always did, a trigger past values.LARGE_DRAW elements
-    excepted."""
+    excepted. `recorded` False: values no case row pins, drawn faster (`values.fill`)."""
     tdtype = torch_dtype(spec.dtype)
     seed = sub_seed(spec.seed, "get_inputs")
     with bound_sizes(problem, spec.sizes):
@@ -125,7 +125,7 @@ def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: 
     for i, x in enumerate(base):
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             if spec.values != "native":
-                x = fill(tuple(x.shape), spec.values, gen, tdtype, schema.domains.get(i, "real"))
+                x = fill(tuple(x.shape), spec.values, gen, tdtype, schema.domains.get(i, "real"), recorded)
             x = x.to(tdtype).to(torch.float64)
         inputs.append(x)
     return inputs, init
@@ -195,10 +195,10 @@ def candidate_inputs(values: list, layout: str) -> list:
 
 def decoy_values(problem: types.ModuleType, schema: OpSchema, device: str, spec: CaseSpec, tdtype: torch.dtype,
                  name: str, *, draws: bool = False) -> list:
-    """Inputs of the same sizes with other values (a second draw of the case's strategy); `draws` as
-    in `make_inputs`."""
+    """Inputs of the same sizes with other values (a second draw of the case's strategy, which no row
+    records); `draws` as in `make_inputs`."""
     decoy = CaseSpec(spec.strategy, sub_seed(spec.seed, name), spec.dtype, spec.sizes, spec.values, spec.layout)
-    return lowp(make_inputs(problem, schema, device, decoy, draws=draws)[0], tdtype, device)
+    return lowp(make_inputs(problem, schema, device, decoy, draws=draws, recorded=False)[0], tdtype, device)
 
 
 def refill(tensors: list, values: list) -> None:

@@ -73,7 +73,7 @@ def _shapes(ctx: WorkerContext, trace: CaseTrace) -> Iterator[tuple[CaseTrace, s
         return
     spec = CaseSpec(trace.spec.strategy, sub_seed(trace.spec.seed, "benchmark sizes"), trace.spec.dtype, bench,
                     "normal", "contiguous")
-    inputs64, init = case_inputs.make_inputs(problem, schema, ctx.device, spec)
+    inputs64, init = case_inputs.make_inputs(problem, schema, ctx.device, spec, recorded=False)  # its values unused
     reduction_len = schema.reduction_length(bench)
     ctx.placement.truth_device = ctx.placement.choose(inputs64, reduction_len)
     yield (replace(trace, spec=spec, init=init, wseed=sub_seed(spec.seed, "weights"), reduction_len=reduction_len),
