@@ -153,11 +153,12 @@ class DeviceShare:
             held, holders, largest, waiting = grant.others
             others = (f"capacity {size_text(self.capacity)}; the others hold {size_text(held)} in {holders} "
                       f"reservations, the largest {size_text(largest)}; {waiting} waiting")
-            how = (f"on the device's measured free memory ({size_text(grant.free_bytes)} free {grant.age_s:.1f} s "
-                   "before)" if on_free else GRANTED[grant.by])
-            if grant.by == "limit" and grant.free_bytes is not None:  # whether the device had room all along
-                how += (f" (the device's last report: {size_text(grant.free_bytes)} free {grant.age_s:.1f} s before, "
-                        f"{size_text(grown)} more asked)")
+            # the device's report of its free memory that granted it, or that it went ahead beside
+            report = ("" if grant.free_bytes is None
+                      else f"{size_text(grant.free_bytes)} free {grant.age_s:.1f} s before")
+            how = f"on the device's measured free memory ({report})" if on_free else GRANTED[grant.by]
+            if grant.by == "limit" and report:  # whether the device had room all along
+                how += f" (the device's last report: {report}, {size_text(grown)} more asked)"
             if waited > WAIT_NOTE_S:
                 log.info("waited %.1f s for %s of %s's memory (%s); granted %s", waited, size_text(need), self.key,
                          others, how)
