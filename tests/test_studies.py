@@ -219,9 +219,9 @@ def test_inputs_past_the_large_draw_are_float32_normals_widened_and_seeded(monke
 
 
 def test_unrecorded_values_draw_their_normals_at_the_case_precision():
-    """A decoy's values, which no row records, are float32 normals widened for a float32 or half case
-    (what rounding to the dtype leaves of a float64 draw), seeded all the same; a float64 case's, and
-    every recorded value, stay float64 draws."""
+    """A decoy's values, which no row records, are float32 normals, kept in float32, for a float32 or
+    half case (what rounding to the dtype leaves of a float64 draw), seeded all the same; a float64
+    case's, and every recorded value, stay float64 draws."""
     import torch
 
     from rescore.inputs import values
@@ -232,11 +232,30 @@ def test_unrecorded_values_draw_their_normals_at_the_case_precision():
     recorded = values.fill((64,), "large", gen(), torch.float32, "real")
     decoy = values.fill((64,), "large", gen(), torch.float32, "real", recorded=False)
     assert torch.equal(decoy, values.fill((64,), "large", gen(), torch.float32, "real", recorded=False))
-    assert decoy.dtype == torch.float64 and not torch.equal(decoy, recorded)
-    assert torch.equal(decoy / 100.0, (decoy / 100.0).to(torch.float32).to(torch.float64))
+    assert recorded.dtype == torch.float64 and decoy.dtype == torch.float32
+    assert not torch.equal(decoy.to(torch.float64), recorded)
     assert not torch.equal(recorded / 100.0, (recorded / 100.0).to(torch.float32).to(torch.float64))
     wide = values.fill((64,), "large", gen(), torch.float64, "real", recorded=False)
     assert torch.equal(wide, values.fill((64,), "large", gen(), torch.float64, "real"))
+
+
+def test_a_decoys_inputs_come_at_the_case_dtype_and_a_cases_in_float64():
+    """make_inputs: a case's own inputs are float64 holding the dtype's values (what its row's hash
+    and the reference read); a decoy's (recorded False) are the dtype's own tensors, never widened."""
+    import torch
+
+    from rescore.inputs.strategies import CaseSpec
+
+    make_inputs = _case_inputs_of("problem_scale.py")
+    for dtype, tdtype in (("float16", torch.float16), ("float32", torch.float32), ("float64", torch.float64)):
+        spec = CaseSpec("default", 11, dtype, {"batch_size": 4, "dim": 64}, "normal", "contiguous")
+        case, _ = make_inputs(spec)
+        decoy, _ = make_inputs(spec, recorded=False)
+        floats = [(c, d) for c, d in zip(case, decoy) if isinstance(c, torch.Tensor) and c.is_floating_point()]
+        assert floats
+        for c, d in floats:
+            assert c.dtype == torch.float64 and torch.equal(c, c.to(tdtype).to(torch.float64))
+            assert d.dtype == tdtype and d.shape == c.shape and torch.isfinite(d).all()
 
 
 def _case_inputs_of(problem_file: str):
@@ -250,8 +269,9 @@ def _case_inputs_of(problem_file: str):
     executor = ex.Executor("cpu", 1 << 20)
     executor.load(job_of(toy_submission(problem_file, "scale_correct.py")))
 
-    def make_inputs(spec, draws: bool = False) -> tuple[list, list]:
-        return case_inputs.make_inputs(executor.loaded.problem, executor.loaded.schema, "cpu", spec, draws=draws)
+    def make_inputs(spec, draws: bool = False, recorded: bool = True) -> tuple[list, list]:
+        return case_inputs.make_inputs(executor.loaded.problem, executor.loaded.schema, "cpu", spec, draws=draws,
+                                       recorded=recorded)
 
     return make_inputs
 

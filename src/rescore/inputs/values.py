@@ -18,8 +18,11 @@ LARGE_DRAW = 1 << 24
 
 
 def _randn(shape, gen: torch.Generator, wide: bool = True) -> torch.Tensor:
-    """Standard normals as float64, from `gen` alone: drawn in float64 where `wide`, else in float32."""
-    if not wide or math.prod(shape) > LARGE_DRAW:
+    """Standard normals from `gen` alone: float64 where `wide` (past LARGE_DRAW drawn in float32 and
+    widened), else float32, never widened (values that are rounded to float32 or narrower anyway)."""
+    if not wide:
+        return torch.randn(shape, generator=gen, dtype=torch.float32)
+    if math.prod(shape) > LARGE_DRAW:
         return torch.randn(shape, generator=gen, dtype=torch.float32).to(torch.float64)
     return torch.randn(shape, generator=gen, dtype=torch.float64)
 
@@ -157,12 +160,13 @@ def fill(
     shape: tuple[int, ...], value_class: str, gen: torch.Generator, dtype: torch.dtype, domain: str,
     recorded: bool = True,
 ) -> torch.Tensor:
-    """Values of one input in float64, in the input's domain, ready to be rounded to `dtype`.
+    """Values of one input in the input's domain, ready to be rounded to `dtype`: in float64.
 
     `recorded`: values a case row pins (its `inputs_hash`, its replay command), drawn as they always
     were, so that a seed gives the values it gave. Others (a decoy's, which no row records) take their
-    normals in float32 where `dtype` is no wider, the same distribution once rounded to `dtype`, and
-    five times faster on a CPU (15 ms for 2^20 elements in float64)."""
+    normals in float32 where `dtype` is no wider, and keep them there (those value classes come back
+    as float32): the same distribution once rounded to `dtype`, five times faster to draw on a CPU
+    (15 ms for 2^20 elements in float64), and no widening to round back."""
     try:
         sampler = VALUE_CLASSES[value_class]
     except KeyError:

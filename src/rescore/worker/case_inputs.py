@@ -105,7 +105,8 @@ def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: 
     generators (`init_without_draws`). `draws`: a call of the candidate follows with no reseed between
     (a decoy after the model was built), so the generators must advance as the problem's draw
     advances them: it then draws as it always did, a trigger past values.LARGE_DRAW elements
-    excepted. `recorded` False: values no case row pins, drawn faster (`values.fill`)."""
+    excepted. `recorded` False: values no case row pins, drawn faster (`values.fill`) and returned
+    at the case's dtype, not widened to float64 (a decoy's values are rounded to it before any use)."""
     tdtype = torch_dtype(spec.dtype)
     seed = sub_seed(spec.seed, "get_inputs")
     with bound_sizes(problem, spec.sizes):
@@ -126,7 +127,7 @@ def make_inputs(problem: types.ModuleType, schema: OpSchema, device: str, spec: 
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             if spec.values != "native":
                 x = fill(tuple(x.shape), spec.values, gen, tdtype, schema.domains.get(i, "real"), recorded)
-            x = x.to(tdtype).to(torch.float64)
+            x = x.to(tdtype).to(torch.float64) if recorded else x.to(tdtype)
         inputs.append(x)
     return inputs, init
 

@@ -73,9 +73,9 @@ def _shapes(ctx: WorkerContext, trace: CaseTrace) -> Iterator[tuple[CaseTrace, s
         return
     spec = CaseSpec(trace.spec.strategy, sub_seed(trace.spec.seed, "benchmark sizes"), trace.spec.dtype, bench,
                     "normal", "contiguous")
-    inputs64, init = case_inputs.make_inputs(problem, schema, ctx.device, spec, recorded=False)  # its values unused
+    inputs, init = case_inputs.make_inputs(problem, schema, ctx.device, spec, recorded=False)  # its values unused
     reduction_len = schema.reduction_length(bench)
-    ctx.placement.truth_device = ctx.placement.choose(inputs64, reduction_len)
+    ctx.placement.truth_device = ctx.placement.choose(inputs, reduction_len)
     yield (replace(trace, spec=spec, init=init, wseed=sub_seed(spec.seed, "weights"), reduction_len=reduction_len),
            f"at the benchmark's sizes {json.dumps(bench)}", None)
 
