@@ -87,5 +87,6 @@ def test_a_seal_is_broken_by_any_write_and_by_nothing_else(monkeypatch, copies):
     assert broken(tensors, sealed) and not broken([strided], seal([strided]))
     strided[0, 0] = 0.0
     assert not broken(tensors, sealed)
+    assert broken(tensors[:1], sealed)  # a tensor fewer
     flags.resize_(1)
     assert broken(tensors, sealed)

@@ -92,7 +92,9 @@ class Reference:
             with self.phases("reference_build"):
                 seed_generators(device, wseed)
                 ref_model = round_parameters(problem.Model(*init), tdtype)
-                self.model64 = copy.deepcopy(ref_model).to(truth_device).to(torch.float64)
+                # a copy only where the low-precision reference runs the test-dtype model after the truth
+                self.model64 = (ref_model if lowp_inputs is None else copy.deepcopy(ref_model)).to(
+                    truth_device).to(torch.float64)
             with torch.no_grad():
                 with record:
                     args = [x.to(truth_device) if isinstance(x, torch.Tensor) else x for x in inputs64]
