@@ -6,6 +6,7 @@ was refused and counted apart, never an illusion; `--device cuda` without CUDA i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -299,6 +300,32 @@ def test_the_cuda_build_root_exists_before_a_worker_starts(tmp_path, monkeypatch
     missing = subprocess.run([sys.executable, "-c", build, str(tmp_path / "missing")], capture_output=True,
                              text=True, timeout=60)
     assert missing.returncode != 0 and "rescore sandbox: os.mkdir" in missing.stderr
+
+
+def test_rescores_own_exception_is_skipped_saying_so_never_a_kernels_crash():
+    """Harness code that raises outside the candidate's calls answers `skipped` with a reason that
+    names rescore's fault (a decoy draw's dtype bug once made 2,385 cases of an H100 run `crash`, every
+    control flagged); a CUDA error raised there is still the kernel's (its launch faulted)."""
+    from rescore.model.outcomes import FLAGGING, HARNESS_FAULT
+    from rescore.worker.exceptions import harness_failure
+
+    own = harness_failure(RuntimeError("Index put requires the source and destination dtypes match"), None)
+    assert own["outcome"] == Outcome.SKIPPED and own["outcome"] not in FLAGGING
+    assert own["reason"].startswith(HARNESS_FAULT) and "Index put" in own["reason"]
+    cuda = harness_failure(RuntimeError("CUDA error: an illegal memory access was encountered"), None)
+    assert cuda["outcome"] == Outcome.CRASH and "illegal memory access" in cuda["reason"]
+
+
+def test_every_strategy_at_every_claimed_dtype_runs_without_a_harness_fault(shared_worker):
+    """A correct kernel through the strategies whose value classes sprinkle special values (NaN, Inf,
+    subnormals) and their decoys, at float32 and float16: every case passes, none is a harness fault."""
+    cfg = RunConfig(strategies={s: 2 for s in ("nan_injected", "adversarial", "boundary", "op_domain")},
+                    dtypes=("float32", "float16"), timeout_s=60, load_timeout_s=300)
+    rows = run_submission(dataclasses.replace(stand_in("scale_correct.py"), dtypes=("float32", "float16")), cfg,
+                          shared_worker)
+    assert len(rows) == 1 + 4 * 2 * 2
+    assert all(r["outcome"] == Outcome.PASS for r in rows), [(r.get("strategy"), r.get("dtype"), r.get("reason"))
+                                                             for r in rows if r["outcome"] != Outcome.PASS]
 
 
 def test_a_refused_write_is_skipped_and_counted_apart_never_an_illusion(worker):

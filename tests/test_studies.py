@@ -239,6 +239,25 @@ def test_unrecorded_values_draw_their_normals_at_the_case_precision():
     assert torch.equal(wide, values.fill((64,), "large", gen(), torch.float64, "real"))
 
 
+def test_every_value_class_draws_a_decoy_at_the_case_precision():
+    """Each value class (the ones that sprinkle NaN, Inf and subnormals too) draws unrecorded values at
+    float32 for a float32 or half case, in every domain, with the same non-finite pattern when drawn
+    again from the same seed."""
+    import torch
+
+    from rescore.inputs import values
+
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        for name in values.VALUE_CLASSES:
+            for domain in ("real", "positive", "unit"):
+                def draw():
+                    return values.fill((7, 9), name, torch.Generator().manual_seed(3), dtype, domain, recorded=False)
+
+                x = draw()
+                assert x.shape == (7, 9) and x.dtype in (torch.float32, torch.float64), (name, dtype)
+                assert torch.equal(torch.isnan(x), torch.isnan(draw())), (name, dtype)
+
+
 def test_a_decoys_inputs_come_at_the_case_dtype_and_a_cases_in_float64():
     """make_inputs: a case's own inputs are float64 holding the dtype's values (what its row's hash
     and the reference read); a decoy's (recorded False) are the dtype's own tensors, never widened."""

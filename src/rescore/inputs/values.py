@@ -76,7 +76,7 @@ def _sprinkle(
     count = max(1, int(round(n * fraction))) if count is None else count
     where = torch.randperm(n, generator=gen)[:count]
     picks = torch.randint(0, len(specials), (count,), generator=gen)
-    flat[where] = torch.tensor(specials, dtype=torch.float64)[picks]
+    flat[where] = torch.tensor(specials, dtype=flat.dtype)[picks]
     return flat.reshape(base.shape)
 
 

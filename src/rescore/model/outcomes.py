@@ -87,6 +87,7 @@ NEEDS_GPU = "timing needs a CUDA GPU"  # the reason of a timing row no GPU could
 
 STOPPED_PREFIXES = ("submission budget of ", "settled: ")  # a case its submission's pacing never ran
 REFUSED_PREFIX = "refused by the sandbox: "  # a `skipped` case the candidate's refused call stopped (findings.py)
+HARNESS_FAULT = "harness fault"  # how a `skipped` case's reason begins when rescore's own code raised
 
 
 def stopped_early(reason: object) -> bool:

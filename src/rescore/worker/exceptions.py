@@ -13,7 +13,7 @@ import torch
 
 from rescore.model.findings import REFUSAL_FINDINGS
 from rescore.model.oom import exception_chain, in_use_bytes, is_oom, requested_bytes
-from rescore.model.outcomes import REFUSED_PREFIX, Outcome
+from rescore.model.outcomes import HARNESS_FAULT, REFUSED_PREFIX, Outcome
 from rescore.runtime import interpreter
 from rescore.worker import confine
 from rescore.worker.protocol import ALONE_KEY
@@ -144,12 +144,19 @@ def oom_verdict(exc: BaseException, candidate_file: str | None, text: str, refer
 
 def harness_failure(exc: BaseException, candidate_file: str | None) -> dict:
     """The answer to a request whose harness code raised (outside any call into candidate code): out
-    of memory is retried alone (the reference's, or the harness's own copies); anything else is `crash`."""
+    of memory is retried alone (the reference's, or the harness's own copies); a CUDA error is the
+    kernel's `crash` (a fault of its launch surfaces at the harness's next synchronisation); anything
+    else is rescore's own fault, never the kernel's verdict: `skipped`, saying so."""
     text = f"{type(exc).__name__}: {exc}"
     if is_oom(exc):
         v = oom_verdict(exc, candidate_file, text.strip().splitlines()[0], reference_ran=False)
         return {"outcome": v.outcome, "reason": v.reason, ALONE_KEY: v.alone}
-    return {"outcome": Outcome.CRASH, "reason": f"harness: {text}"[:500]}
+    if is_cuda_failure(exc):
+        return {"outcome": Outcome.CRASH, "reason": f"a CUDA error after the candidate's launches, raised in the "
+                                                     f"harness: {text}"[:500]}
+    return {"outcome": Outcome.SKIPPED, "reason": f"{HARNESS_FAULT}, not the kernel's: rescore raised {text} outside "
+                                                  f"the candidate's calls; report it with this case's replay "
+                                                  f"command"[:500]}
 
 
 def classify_exception(exc: BaseException, candidate_file: str | None, reference_ran: bool = True) -> Verdict:
