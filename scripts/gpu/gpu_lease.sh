@@ -67,7 +67,9 @@ until [ "$(el)" -ge "$WATCH" ] || ! kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/n
   for s in cold big warm warm2 ext extg extwarm extwarm2 mgwarm mg1 mgall; do line="$line $s $(find "$WORK/$s/results/cases" -name '*.parquet' 2>/dev/null | wc -l)"; done
   # the device's busy share and memory at the sample: whether the GPU or the host's CPU is the bound
   gpu=$(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -d ' ')
-  echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg); gpu ${gpu:-none} (util %,MiB)" >> "$WORK/watch.txt"
+  # submissions with cases skipped as harness faults (rescore's own bug: any at all voids the run's verdicts)
+  faults=$(cat "$WORK"/*/results/logs/check/*/shard-*.log 2>/dev/null | grep -c "skipped as harness faults")
+  echo "$line shards; triton $(ls ~/.triton/cache 2>/dev/null | wc -l); load $(cut -d' ' -f1 /proc/loadavg); gpu ${gpu:-none} (util %,MiB); harness faults $faults" >> "$WORK/watch.txt"
   "$PYTHON" scripts/gpu/pack_steps.py finished "$WORK" "$OUT" 2>> "$WORK/driver.log"
   # a sample every 15 s, but the call returns within a second of the steps' end (device time counts)
   for _ in $(seq 15); do kill -0 "$(cat "$WORK/driver.pid")" 2>/dev/null && [ "$(el)" -lt "$WATCH" ] || break; sleep 1; done
