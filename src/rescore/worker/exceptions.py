@@ -154,9 +154,9 @@ def harness_failure(exc: BaseException, candidate_file: str | None) -> dict:
     if is_cuda_failure(exc):
         return {"outcome": Outcome.CRASH, "reason": f"a CUDA error after the candidate's launches, raised in the "
                                                      f"harness: {text}"[:500]}
-    return {"outcome": Outcome.SKIPPED, "reason": f"{HARNESS_FAULT}, not the kernel's: rescore raised {text} outside "
-                                                  f"the candidate's calls; report it with this case's replay "
-                                                  f"command"[:500]}
+    return {"outcome": Outcome.SKIPPED, "reason": f"{HARNESS_FAULT}, not the kernel's (report it with this case's "
+                                                  f"replay command): rescore raised, outside the candidate's calls, "
+                                                  f"{text}"[:500]}
 
 
 def classify_exception(exc: BaseException, candidate_file: str | None, reference_ran: bool = True) -> Verdict:
