@@ -3,8 +3,10 @@
 python bench/phases.py RESULTS_DIR [--top 12] [--out F]
     per phase: total seconds and share of the submissions' elapsed time (results/tables/phases.parquet,
     else results/phases/*/shard-*.parquet); per submission: elapsed over its cases' own time
-    (`wall_ms` of its cases), the median and the worst. A results folder made before the phase table
-    existed is read from its check shards' logs (elapsed per submission, to the second) and its cases.
+    (`wall_ms` of its cases), the median and the worst; the cases by outcome and the harness faults
+    among them (0 expected: compare two runs' outcomes before their ratios). A results folder made
+    before the phase table existed is read from its check shards' logs (elapsed per submission, to the
+    second) and its cases.
 python bench/phases.py run DUMP [--cores 2] [--shards 2] [--repo DIR] [--filtered-copy] [--work DIR]
     runs the check stage (Snakemake, the CPU's light setting) on one dump in a fresh work folder, then
     summarises it as above. DUMP: `corpus` (the built-in corpus; `corpus=A,B` some of its entries) or
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.model.outcomes import HARNESS_FAULT
 from rescore.stages import SHARD_LOG_LINE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,8 +132,9 @@ def case_rows(results: Path, columns: list[str]) -> pd.DataFrame:
 
 
 def summary(results: Path, top: int = 12) -> dict:
-    """Per phase: total and share; per submission: elapsed over its cases' own time; the cases that
-    timed out at their call's own limit and those the machine's limit stopped."""
+    """Per phase: total and share; per submission: elapsed over its cases' own time; the cases by
+    outcome and how many were harness faults (0 expected); the cases that timed out at their call's
+    own limit and those the machine's limit stopped."""
     out: dict = {}
     phases = phase_table(results)
     if phases is not None and len(phases):
@@ -151,7 +155,13 @@ def summary(results: Path, top: int = 12) -> dict:
         timeouts = cases[cases["outcome"] == "timeout"]
         limited = timeouts["limit_s"].notna() if "limit_s" in timeouts else pd.Series(False, index=timeouts.index)
         machine = cases["reason"].fillna("").str.contains("the harness's own work", regex=False)
-        out.update(timeouts=int(len(timeouts)), timeouts_at_call_limit=int(limited.sum()),
+        reason = cases["reason"].fillna("").astype(str)
+        # rescore's own code raised (an older run's form: `crash` with "harness: "): any at all, and the
+        # run measured a bug, not the code; compare `outcomes` between two runs before their ratios
+        old_form = cases["outcome"].eq("crash") & reason.str.startswith("harness: ")
+        faults = reason.str.startswith(HARNESS_FAULT) | old_form
+        out.update(outcomes=cases["outcome"].astype(str).value_counts().to_dict(), harness_faults=int(faults.sum()),
+                   timeouts=int(len(timeouts)), timeouts_at_call_limit=int(limited.sum()),
                    timeouts_by_submission=timeouts.groupby("name").size().to_dict(),
                    machine_limit_skips=int((cases["outcome"].eq("skipped") & machine).sum()))
     frame["ratio"] = frame["elapsed_s"] / frame["case_s"].where(frame["case_s"] > 0)

@@ -206,3 +206,26 @@ def test_a_shards_cuda_builds_run_beside_its_other_submissions(tmp_path, monkeyp
     build = phases[phases["phase"] == "build"].groupby("name")["seconds"].sum().to_dict()
     assert build.get(cuda.name) == 7.5 and not build.get(plain.name)
     assert pd.read_parquet(out["builds"])["name"].tolist() == [cuda.name]
+
+
+def test_the_phase_summary_counts_harness_faults_beside_the_outcomes(tmp_path):
+    """bench/phases.py's summary gives the outcomes and the harness faults (the current form and an
+    older run's `crash` with "harness: "), so two runs' ratios are not compared over a bug."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("phases_bench", REPO / "bench" / "phases.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tables = tmp_path / "results" / "tables"
+    tables.mkdir(parents=True)
+    pd.DataFrame({
+        "name": ["a", "a", "b", "b"],
+        "outcome": ["pass", "skipped", "crash", "crash"],
+        "reason": ["", "harness fault, not the kernel's (...): rescore raised, outside the candidate's calls, X",
+                   "harness: RuntimeError: Y", "RuntimeError: the kernel's own"],
+        "wall_ms": [1.0, 0.0, 0.0, 2.0],
+        "limit_s": [None] * 4,
+    }).to_parquet(tables / "cases.parquet")
+    out = bench.summary(tmp_path / "results")
+    assert out["harness_faults"] == 2
+    assert out["outcomes"] == {"crash": 2, "pass": 1, "skipped": 1}
