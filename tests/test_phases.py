@@ -98,15 +98,17 @@ def test_a_check_shard_writes_where_each_submissions_time_went(tmp_path):
 
 
 def test_shard_costs_from_a_cut_short_runs_phase_files(tmp_path):
-    """tools/shard_costs.py --from-phases: each submission's elapsed seconds from the check shards'
-    phase files (a run cut short has no phase table), one cost per submission whatever its rows."""
+    """tools/shard_costs.py --from-phases: each submission's elapsed seconds less its waits for the
+    device's memory and lock, from the check shards' phase files (a run cut short has no phase table),
+    one cost per submission whatever its rows."""
     import subprocess
     import sys
 
     folder = tmp_path / "results" / "phases" / "dump"
     folder.mkdir(parents=True)
-    rows = [("a", "candidate", 2.0, 5.0), ("a", "fixed", 3.0, 5.0), ("b", "build", 40.0, 41.5)]
-    for shard, part in enumerate((rows[:2], rows[2:])):
+    rows = [("a", "candidate", 2.0, 5.0), ("a", "fixed", 3.0, 5.0), ("b", "build", 40.0, 51.5),
+            ("b", "memory_wait", 8.0, 51.5), ("b", "device_wait", 2.0, 51.5), ("b", "candidate", 1.5, 51.5)]
+    for shard, part in enumerate((rows[:2], rows[2:])):  # b waited 10 s for the others: not its cost
         pd.DataFrame(part, columns=["submission_id", "phase", "seconds", "elapsed_s"]).to_parquet(
             folder / f"shard-{shard}.parquet")
     out = tmp_path / "costs.json"

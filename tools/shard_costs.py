@@ -11,8 +11,9 @@ shards' logs instead (a GPU lease may bring back logs and tables but not the cas
 costs the seconds between its line and the line before it in its shard's log, which is the shard's
 start line, or for logs written before there was one, the shard job's start in Snakemake's log
 (`--snakemake-log`). Those seconds are everything the shard spent on it, Triton's JIT included;
-`--from-phases` reads the same from the phase table (its `elapsed_s`, the build included), which a
-run cut short also has as its shards' phase files. Only
+`--from-phases` reads the same from the phase table (its `elapsed_s`, the build included, less its
+waits for the device's memory and lock: those depend on what ran beside it), which a run cut short
+also has as its shards' phase files. Only
 the balance between shards depends on these numbers, never a result. Its output is package data,
 committed: the check shards of every later run read it (`engine/shards.py`).
 
@@ -32,11 +33,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.engine.phase_log import DEVICE_WAIT, MEMORY_WAIT
 from rescore.engine.shards import COSTS, COSTS_CUDA, assign, load_costs, weights
 from rescore.model.records import submission_from_dict
 from rescore.stages import SHARD_LOG_LINE
 
 HARNESS_S_PER_CASE = 0.005
+WAITS = (MEMORY_WAIT, DEVICE_WAIT)  # seconds a submission spent waiting for the others: not its cost
 _JOB = re.compile(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]\n(?:local)?rule check_shard:"
                   r".*?wildcards: dump=(\S+?), shard=(\d+)", re.S)
 
@@ -51,15 +54,21 @@ def from_cases(results: Path) -> dict[str, float]:
 
 
 def from_phases(results: Path) -> dict[str, float]:
-    """submission_id -> its elapsed seconds in its shard (build, restarts and waits included), from the
-    phase table, or the check shards' phase files of a run cut short."""
+    """submission_id -> its elapsed seconds in its shard (build and restarts included) less its waits
+    for the device's memory and lock (`memory_wait`, `device_wait`), from the phase table, or the check
+    shards' phase files of a run cut short. Those waits are what ran beside it, which the assignment
+    these costs make changes: learned with them, the costs of a run repeat its own schedule's waits
+    (375bac1's, from the H100 run at 2481fcc, counted 2,733 s of waits)."""
     table = results / "tables" / "phases.parquet"
     paths = [table] if table.exists() else sorted((results / "phases").glob("*/shard-*.parquet"))
-    frames = [pd.read_parquet(p, columns=["submission_id", "elapsed_s"]) for p in paths]
+    frames = [pd.read_parquet(p, columns=["submission_id", "phase", "seconds", "elapsed_s"]) for p in paths]
     if not frames:
         raise SystemExit(f"{results}: no phase table (tables/phases.parquet or phases/*/shard-*.parquet)")
-    elapsed = pd.concat(frames).groupby("submission_id")["elapsed_s"].first()
-    return {str(k): float(v) for k, v in elapsed.items()}
+    rows = pd.concat(frames)
+    elapsed = rows.groupby("submission_id")["elapsed_s"].first()
+    waits = rows[rows["phase"].isin(WAITS)].groupby("submission_id")["seconds"].sum()
+    own = elapsed.sub(waits, fill_value=0.0).clip(lower=0.0)
+    return {str(k): float(v) for k, v in own.items()}
 
 
 def shard_starts(snakemake_log: Path) -> dict[tuple[str, str], dt.datetime]:
