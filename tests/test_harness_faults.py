@@ -316,6 +316,42 @@ def test_rescores_own_exception_is_skipped_saying_so_never_a_kernels_crash():
     assert cuda["outcome"] == Outcome.CRASH and "illegal memory access" in cuda["reason"]
 
 
+def test_the_harness_raising_between_the_candidates_calls_is_its_fault_and_the_candidates_raise_its_own(
+        monkeypatch, tmp_path):
+    """Inside a case's candidate block, harness code (a snapshot of the inputs, a seal, an earlier
+    call's decoy draw) that raises is rescore's fault: the request's answer is a harness fault, not the
+    kernel's `crash`. An exception the candidate's own call raises stays its `crash`."""
+    from conftest import toy_submission
+
+    import rescore.worker.executor as ex
+    from rescore.model.outcomes import HARNESS_FAULT
+    from rescore.worker import case_inputs
+    from rescore.worker.exceptions import harness_failure
+    from rescore.worker.protocol import job_of
+
+    executor = ex.Executor("cpu", 1 << 12)
+    executor.load(job_of(toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",))))
+    assert executor.run_case("default", 1, "float32", None)["outcome"] == Outcome.PASS
+
+    def broken_snapshot(xs):
+        raise RuntimeError("the harness's own snapshot broke")
+
+    monkeypatch.setattr(case_inputs, "snapshot", broken_snapshot)
+    with pytest.raises(RuntimeError, match="own snapshot broke") as raised:
+        executor.run_case("default", 2, "float32", None)
+    answer = harness_failure(raised.value, executor.candidate_file)
+    assert answer["outcome"] == Outcome.SKIPPED and answer["reason"].startswith(HARNESS_FAULT)
+    monkeypatch.undo()
+
+    raising = tmp_path / "scale_raises.py"
+    raising.write_text((TOY / "scale_correct.py").read_text().replace(
+        "def forward(self", "def forward(self, *a, **k):\n        raise RuntimeError('the kernel gave up')\n\n"
+                            "    def _unused(self", 1))
+    executor.load(job_of(toy_submission("problem_scale.py", str(raising), dtypes=("float32",))))
+    row = executor.run_case("default", 3, "float32", None)
+    assert row["outcome"] == Outcome.CRASH and "the kernel gave up" in row["reason"]
+
+
 def test_every_strategy_at_every_claimed_dtype_runs_without_a_harness_fault(shared_worker):
     """A correct kernel through the strategies whose value classes sprinkle special values (NaN, Inf,
     subnormals) and their decoys, at float32 and float16: every case passes, none is a harness fault."""

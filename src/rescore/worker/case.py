@@ -23,7 +23,7 @@ from rescore.oracle.reference import ReferenceRejects, flatten, scrub
 from rescore.oracle.tolerance import DEFAULT_POLICY, torch_dtype
 from rescore.worker import case_inputs, explain, stateful
 from rescore.worker.context import WorkerContext
-from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
+from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, from_harness, is_cuda_failure, verdict_of
 from rescore.worker.experiments import CaseTrace
 from rescore.worker.integrity import broken, seal
 from rescore.worker.loading import cannot_run
@@ -187,6 +187,8 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
             torch.cuda.synchronize()
     except BaseException as exc:  # noqa: BLE001
         if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
+            raise
+        if from_harness(exc, loaded.candidate_file):  # an earlier call's decoy draw, a seal: a harness fault
             raise
         return verdict_of(exc, guard.findings, loaded.candidate_file, device).row(row, start)
     row["wall_ms"] = 1e3 * (time.perf_counter() - start)

@@ -19,7 +19,7 @@ from rescore.worker import confine
 from rescore.worker.protocol import ALONE_KEY
 
 __all__ = ["NeedsRestart", "Verdict", "classify_exception", "cuda_context_usable", "exceeds_worker_memory",
-           "harness_failure", "is_cuda_failure", "refusal", "verdict_of"]
+           "from_harness", "harness_failure", "is_cuda_failure", "mark_from_candidate", "refusal", "verdict_of"]
 
 REFUSALS = (ValueError, TypeError, NotImplementedError)
 
@@ -140,6 +140,28 @@ def oom_verdict(exc: BaseException, candidate_file: str | None, text: str, refer
     """An out-of-memory verdict: its request runs again with the device to itself (`engine/sandbox.py`)."""
     by = oom_source(exc, candidate_file)
     return Verdict(Outcome.OOM, f"out of memory in {by}: {text}"[:500], alone=alone_of(by, exc, reference_ran))
+
+
+FROM_CANDIDATE = "_rescore_from_candidate"  # set on an exception that left a call into candidate code
+
+
+def mark_from_candidate(exc: BaseException) -> None:
+    """Note on `exc` that it left a call into candidate code (`Guard.call`), whoever raised it there."""
+    try:
+        setattr(exc, FROM_CANDIDATE, True)
+    except Exception:  # noqa: BLE001 - an exception without attributes: its frames still tell (`from_harness`)
+        pass
+
+
+def from_harness(exc: BaseException, candidate_file: str | None) -> bool:
+    """Whether an exception in a case's candidate block is rescore's own: it left no call into
+    candidate code (`mark_from_candidate`), no frame of it is in the candidate's file, and it is no
+    fault the device reports (out of memory, a CUDA error: the kernel's, or the machine's to retry)."""
+    if getattr(exc, FROM_CANDIDATE, False) or isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        return False
+    if is_oom(exc) or is_cuda_failure(exc):
+        return False
+    return not (candidate_file and any(_is_file(f, candidate_file) for f in _frames(exc.__traceback__)))
 
 
 def harness_failure(exc: BaseException, candidate_file: str | None) -> dict:

@@ -20,6 +20,7 @@ from typing import Any
 
 from rescore.model.findings import merge
 from rescore.worker import confine
+from rescore.worker.exceptions import mark_from_candidate
 from rescore.worker.experiments import NUMERICS_FLAGS
 from rescore.worker.integrity import UNREADABLE, Harness, problem_snapshot, torch_state
 from rescore.worker.job import Loaded
@@ -93,6 +94,9 @@ class Guard:
                     with record:
                         return fn(*args)
                 return fn(*args)
+            except BaseException as exc:
+                mark_from_candidate(exc)  # the case's verdict, not a fault of the harness (`from_harness`)
+                raise
             finally:
                 if model is not None and model.__dict__.get("forward") is not forward:
                     if getattr(model.__dict__.get("forward"), "_rescore_watch", False):
