@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rescore.model.outcomes import HARNESS_FAULT
+from rescore.model.outcomes import harness_fault
 from rescore.stages import SHARD_LOG_LINE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,12 +155,10 @@ def summary(results: Path, top: int = 12) -> dict:
         timeouts = cases[cases["outcome"] == "timeout"]
         limited = timeouts["limit_s"].notna() if "limit_s" in timeouts else pd.Series(False, index=timeouts.index)
         machine = cases["reason"].fillna("").str.contains("the harness's own work", regex=False)
-        reason = cases["reason"].fillna("").astype(str)
-        # rescore's own code raised (an older run's form: `crash` with "harness: "): any at all, and the
-        # run measured a bug, not the code; compare `outcomes` between two runs before their ratios
-        old_form = cases["outcome"].eq("crash") & reason.str.startswith("harness: ")
-        faults = reason.str.startswith(HARNESS_FAULT) | old_form
-        out.update(outcomes=cases["outcome"].astype(str).value_counts().to_dict(), harness_faults=int(faults.sum()),
+        # rescore's own code raised: any at all, and the run measured a bug, not the code; compare
+        # `outcomes` between two runs before their ratios
+        faults = sum(map(harness_fault, cases["outcome"], cases["reason"]))
+        out.update(outcomes=cases["outcome"].astype(str).value_counts().to_dict(), harness_faults=int(faults),
                    timeouts=int(len(timeouts)), timeouts_at_call_limit=int(limited.sum()),
                    timeouts_by_submission=timeouts.groupby("name").size().to_dict(),
                    machine_limit_skips=int((cases["outcome"].eq("skipped") & machine).sum()))

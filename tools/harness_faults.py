@@ -31,7 +31,7 @@ import pandas as pd
 
 from rescore.engine.sandbox import ALONE, CONFIRM_LINE, HANDED_BACK, NO_ROOM, NOT_ALONE, RETRY_LINE, ROOM
 from rescore.model.oom import OOM_MARKERS
-from rescore.model.outcomes import HARNESS_FAULT, REFUSED_PREFIX, Outcome
+from rescore.model.outcomes import REFUSED_PREFIX, Outcome, harness_fault
 from rescore.runtime.device_share import BACKFILL
 from rescore.stages import SHARD_LOG_LINE
 
@@ -94,9 +94,7 @@ def main() -> None:
         print(f"skipped, out of memory alone: {len(alone)} cases of {alone['submission_id'].nunique()} submissions")
         print(f"crash on an out-of-memory form: {len(crashed)} cases of {crashed['submission_id'].nunique()} "
               "submissions (0 expected)")
-        # an older run's form: `crash` with "harness: " (a CUDA error raised in the harness stays a crash)
-        faults = group[reason.str.startswith(HARNESS_FAULT) | ((group["outcome"] == Outcome.CRASH)
-                                                               & reason.str.startswith("harness: "))]
+        faults = group[list(map(harness_fault, group["outcome"], group["reason"]))]
         print(f"rescore's own code raised (harness faults): {len(faults)} cases of "
               f"{faults['submission_id'].nunique()} submissions (0 expected)")
         for text, n in Counter(faults["reason"].str[:120]).most_common(5):

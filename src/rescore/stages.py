@@ -40,7 +40,7 @@ from rescore.engine.shrink import first_fuzz_failure, shrunk_record
 from rescore.engine.timing_stage import run_timing
 from rescore.engine.timing_stage import settings as timing_settings
 from rescore.ingest import read_dump
-from rescore.model.outcomes import FLAGGING, HARNESS_FAULT, settled_reason
+from rescore.model.outcomes import FLAGGING, HARNESS_FAULT, harness_fault, settled_reason
 from rescore.model.records import LABELS, read_manifests, submission_to_dict
 from rescore.model.settings import effective_config, setting_name
 from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
@@ -182,7 +182,7 @@ def run_shard(
             note = f", its first fuzz failure shrunk in {shrunk[-1]['steps']} cases" if failure is not None else ""
             log.info("%s: %d cases, %d flagged%s (%.1f s for %.1f s of cases)", sub.name, len(sub_rows), bad, note,
                      elapsed, own)
-            faults = [r["reason"] for r in sub_rows if str(r.get("reason") or "").startswith(HARNESS_FAULT)]
+            faults = [r["reason"] for r in sub_rows if harness_fault(r.get("outcome"), r.get("reason"))]
             if faults:
                 log.warning("%s: %d cases skipped as %ss (rescore's bug, not the kernel's; report it with a case's "
                             "replay command): %s", sub.name, len(faults), HARNESS_FAULT, faults[0])

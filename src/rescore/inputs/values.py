@@ -160,13 +160,13 @@ def fill(
     shape: tuple[int, ...], value_class: str, gen: torch.Generator, dtype: torch.dtype, domain: str,
     recorded: bool = True,
 ) -> torch.Tensor:
-    """Values of one input in the input's domain, ready to be rounded to `dtype`: in float64.
+    """Values of one input in the input's domain, ready to be rounded to `dtype`.
 
-    `recorded`: values a case row pins (its `inputs_hash`, its replay command), drawn as they always
-    were, so that a seed gives the values it gave. Others (a decoy's, which no row records) take their
-    normals in float32 where `dtype` is no wider, and keep them there (those value classes come back
-    as float32): the same distribution once rounded to `dtype`, five times faster to draw on a CPU
-    (15 ms for 2^20 elements in float64), and no widening to round back."""
+    `recorded`: values a case row pins (its `inputs_hash`, its replay command), drawn in float64 as
+    they always were, so that a seed gives the values it gave. Others (a decoy's, which no row records)
+    take their normals in float32 where `dtype` is no wider, and keep them there: the same distribution
+    once rounded to `dtype`, five times faster to draw on a CPU (15 ms for 2^20 elements in float64),
+    and no widening to round back."""
     try:
         sampler = VALUE_CLASSES[value_class]
     except KeyError:

@@ -88,6 +88,7 @@ NEEDS_GPU = "timing needs a CUDA GPU"  # the reason of a timing row no GPU could
 STOPPED_PREFIXES = ("submission budget of ", "settled: ")  # a case its submission's pacing never ran
 REFUSED_PREFIX = "refused by the sandbox: "  # a `skipped` case the candidate's refused call stopped (findings.py)
 HARNESS_FAULT = "harness fault"  # how a `skipped` case's reason begins when rescore's own code raised
+OLD_HARNESS_CRASH = "harness: "  # how older runs recorded the same, as a `crash`
 
 
 def stopped_early(reason: object) -> bool:
@@ -99,6 +100,14 @@ def refused(reason: object) -> bool:
     """Whether a `skipped` case's reason is the sandbox's refusal of a call (a write outside, a socket,
     a process): the case was not judged; the refusal is a finding, reported apart."""
     return isinstance(reason, str) and reason.startswith(REFUSED_PREFIX)
+
+
+def harness_fault(outcome: object, reason: object) -> bool:
+    """Whether a case ended on rescore's own fault, not the kernel's: a reason beginning HARNESS_FAULT,
+    or an older run's `crash` beginning OLD_HARNESS_CRASH (tools reading such a run count those too)."""
+    if not isinstance(reason, str):
+        return False
+    return reason.startswith(HARNESS_FAULT) or (outcome == Outcome.CRASH and reason.startswith(OLD_HARNESS_CRASH))
 
 
 def settled_reason(rows: list[dict]) -> str | None:

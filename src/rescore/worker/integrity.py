@@ -397,8 +397,12 @@ def seal(tensors: list | None) -> tuple | str:
     tensors = [t for t in tensors or [] if isinstance(t, torch.Tensor)]
     if sum(t.numel() * t.element_size() for t in tensors) > SEAL_COPY_BYTES:
         return digest(tensors)
-    return tuple((str(t.device), tuple(t.shape), str(t.dtype), tensor_buffer(h).tobytes())
-                 for t, h in zip(tensors, to_host(tensors)))
+    return tuple((*_identity(t), tensor_buffer(h).tobytes()) for t, h in zip(tensors, to_host(tensors)))
+
+
+def _identity(t: torch.Tensor) -> tuple[str, tuple, str]:
+    """What a seal keeps of a tensor besides its bytes: its device, shape and dtype."""
+    return str(t.device), tuple(t.shape), str(t.dtype)
 
 
 def broken(tensors: list | None, sealed: tuple | str) -> bool:
@@ -409,7 +413,7 @@ def broken(tensors: list | None, sealed: tuple | str) -> bool:
         return digest(tensors) != sealed
     tensors = [t for t in tensors or [] if isinstance(t, torch.Tensor)]
     return len(tensors) != len(sealed) or any(
-        (str(t.device), tuple(t.shape), str(t.dtype)) != kept[:3] or not _same_bytes(tensor_buffer(h), kept[3])
+        _identity(t) != kept[:3] or not _same_bytes(tensor_buffer(h), kept[3])
         for t, h, kept in zip(tensors, to_host(tensors), sealed))
 
 
