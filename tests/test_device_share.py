@@ -210,12 +210,15 @@ def test_a_long_wait_is_logged_with_what_the_others_held(tmp_path, monkeypatch, 
 
 def test_a_grant_at_its_limit_says_what_the_device_last_reported_free_and_the_growth(tmp_path, monkeypatch,
                                                                                       caplog):
-    """A wait that ends at its limit names the device's last report of its free memory and how much
-    more the request asked than its worker held: whether the device had room all along
-    (`tools/harness_faults.py` counts these)."""
+    """A wait that ends at its limit names the device's last report of its free memory, how much
+    more the request asked than its worker held, and what a grant on that report had to leave beside
+    it (lent against it, kept for another's retry): whether the device had room all along, and why
+    it was not granted on it (`tools/harness_faults.py` counts these)."""
     monkeypatch.setenv(MAX_WAIT_ENV, "0.5")
     monkeypatch.setattr(sharing, "WAIT_NOTE_S", 0.1)
-    Ledger(tmp_path, "host", poll_s=0.01).reserve("big", 95 << 20, 100 << 20)
+    big = Ledger(tmp_path, "host", poll_s=0.01)
+    big.reserve("big", 95 << 20, 100 << 20)
+    big._edit(lambda state: state["entries"]["big"].update(room=20 << 20))  # as `await_room` keeps it
     share = DeviceShare("cpu", capacity=100 << 20, folder=tmp_path)
     share.ledger.poll_s = 0.01
     share.ledger.note_free(40 << 20)
@@ -226,7 +229,8 @@ def test_a_grant_at_its_limit_says_what_the_device_last_reported_free_and_the_gr
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("waited"))
     grown = size_text(CONTEXT_BYTES + 3 * (10 << 20))  # its worker held nothing before
     assert re.search(r"granted at its wait limit \(the device's last report: 40\.00 MiB free [\d.]+ s before, "
-                     + re.escape(grown) + r" more asked\)$", line), line
+                     + re.escape(grown) + r" more asked; 0 bytes lent against it, 20\.00 MiB kept for a retry's "
+                     r"room\)$", line), line
 
 
 def test_a_fresh_report_of_free_memory_grants_what_the_reservations_would_hold(tmp_path):
@@ -328,6 +332,30 @@ def test_while_a_retry_waits_for_room_no_grant_on_free_memory_takes_it(tmp_path)
 
     Ledger(tmp_path, "gpu-0", poll_s=0.01, sleep=sleep).await_room("retry", 3000, capacity, limit_s=0.1)
     assert seen and all(grant is None for grant in seen)
+
+
+def test_a_creeping_growth_is_granted_beside_a_retrys_wait_for_room_a_larger_one_is_not(tmp_path):
+    """A growth no larger than CREEP of the capacity (a worker's peaks creeping up from case to case)
+    is granted on a fresh report beside the room a retry waits for, leaving FREE_MARGIN, and is lent
+    against that report; one past CREEP still leaves the retry its room."""
+    from rescore.runtime.device_share import CREEP, FREE_MARGIN, free_allows
+
+    capacity = 16000  # FREE_MARGIN and BACKFILL 1000, CREEP 250
+    creep = int(CREEP * capacity)
+    waiter = Ledger(tmp_path, "gpu-0", poll_s=0.01)
+    waiter.reserve("other", 4000, capacity)
+    seen = []
+
+    def sleep(seconds: float) -> None:  # while the retry waits for 3000 on reports of 3000 free
+        state = waiter._edit(lambda state: state)
+        seen.append((free_allows(state, creep, capacity, time.time()),
+                     free_allows(state, creep + 1, capacity, time.time())))
+        waiter.note_free(3000)
+
+    waiter.note_free(3000)
+    Ledger(tmp_path, "gpu-0", poll_s=0.01, sleep=sleep).await_room("retry", 3000, capacity, limit_s=0.1)
+    assert seen and all(small is not None and small.by == "free" and larger is None for small, larger in seen)
+    assert 3000 - FREE_MARGIN * capacity >= creep  # what made the creeping one fit: the report less the margin
 
 
 def test_a_wait_for_room_ends_at_once_when_no_other_holder_could_free_any(tmp_path):

@@ -214,8 +214,8 @@ def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_wha
 
     log = _results_with_one_shard_log(tmp_path)
 
-    def waited(seconds: float, size: str, free: str = "") -> str:
-        report = f" (the device's last report: {free} free 0.2 s before, {size} more asked)" if free else ""
+    def waited(seconds: float, size: str, free: str = "", left: str = "") -> str:
+        report = f" (the device's last report: {free} free 0.2 s before, {size} more asked{left})" if free else ""
         return (f"waited {seconds} s for {size} of gpu-0's memory (capacity 64.00 GiB; the others hold 90.00 GiB "
                 f"in 9 reservations, the largest 20.00 GiB; 2 waiting); granted at its wait limit{report}")
 
@@ -227,13 +227,16 @@ def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_wha
         f"retried {HANDED_BACK} on gpu-0 (out of memory in the reference: x): pass; 0.8 s",
         waited(3.0, "1.00 GiB"),
         waited(5.0, "2.00 GiB"),
+        waited(4.0, "1.50 GiB", free="30.00 GiB", left="; 1.00 GiB lent against it, 29.00 GiB kept for a retry's room"),
+        waited(4.0, "1.50 GiB", free="30.00 GiB", left="; 0 bytes lent against it, 20.00 GiB kept for a retry's room"),
     ])) + "\n")
     r = subprocess.run([sys.executable, str(REPO / "tools" / "harness_faults.py"), str(tmp_path / "results")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert ("at their wait limit, larger than BACKFILL of the capacity: 2, 100 s; then out of memory (the "
             "worker's next line a retry): 1") in r.stdout, r.stdout
-    assert ("at their wait limit, no larger than BACKFILL of the capacity: 2, 8 s; then out of memory (the "
+    assert ("at their wait limit, no larger than BACKFILL of the capacity: 4, 16 s; then out of memory (the "
             "worker's next line a retry): 0") in r.stdout, r.stdout
+    assert ("beside what it had to leave (lent against it, kept for a retry's room): 1 of 2") in r.stdout, r.stdout
     assert ("the device's last report then had room for the growth: 1 of 2 (then out of memory: 1); had not: 1 "
             "(then out of memory: 0)") in r.stdout, r.stdout

@@ -42,8 +42,10 @@ ON_FREE = "on the device's measured free memory"
 HOW = re.compile(r"granted (?:.* after [\d.]+ s )?"
                  rf"(at its wait limit|as the reservations fit|within what it held|{ON_FREE})")
 # a grant at its limit: the device's last report of free memory then, and what the request grew by
+# (and, since CREEP, what that report had to leave: lent against it, kept for a retry's room)
 REPORTED = re.compile(r"at its wait limit \(the device's last report: ([\d.]+) (\w+) free [\d.]+ s before, "
-                      r"([\d.]+) (\w+) more asked\)")
+                      r"([\d.]+) (\w+) more asked(?:; ([\d.]+) (\w+) lent against it, ([\d.]+) (\w+) kept for a "
+                      r"retry's room)?\)")
 # what the other reservations held at a wait, as its line says (capacity, their bytes)
 OTHERS = re.compile(r"\(capacity ([\d.]+) (\w+); the others hold ([\d.]+) (\w+) in")
 PEAK = re.compile(r"reference peak on \S+: traced ([\d.]+) (\w+), measured ([\d.]+) (\w+)")
@@ -60,6 +62,7 @@ class LimitWait:
     seconds: float
     room: bool | None
     ran_out: bool = False
+    room_beside: bool | None = None  # room beside what the report had to leave (None: the line does not say)
 
 
 def _bytes(number: str, unit: str) -> float:
@@ -150,7 +153,10 @@ def main() -> None:
                     large = _bytes(m.group(2), m.group(3)) > BACKFILL * _bytes(o.group(1), o.group(2))
                     r = REPORTED.search(line)  # None in a run older than that part of the line
                     room = None if r is None else _bytes(r.group(1), r.group(2)) >= _bytes(r.group(3), r.group(4))
-                    after_limit = LimitWait(large, float(m.group(1)), room)
+                    beside = None if r is None or r.group(5) is None else (
+                        _bytes(r.group(1), r.group(2)) - _bytes(r.group(5), r.group(6)) - _bytes(r.group(7), r.group(8))
+                        >= _bytes(r.group(3), r.group(4)))
+                    after_limit = LimitWait(large, float(m.group(1)), room, room_beside=beside)
                     at_limit.append(after_limit)
             elif (how := HOW.search(line)) and how.group(1) == ON_FREE:
                 free_grants += 1  # within a second
@@ -187,6 +193,10 @@ def main() -> None:
                           f"{len(told_room)} (then out of memory: {sum(w.ran_out for w in roomy)}); had not: "
                           f"{len(told_room) - len(roomy)} (then out of memory: "
                           f"{sum(w.ran_out for w in told_room if not w.room)})")
+                told_beside = [w for w in these if w.room_beside is not None]
+                if told_beside:
+                    print(f"    and beside what it had to leave (lent against it, kept for a retry's room): "
+                          f"{sum(bool(w.room_beside) for w in told_beside)} of {len(told_beside)}")
     print(f"reservations granted on the device's measured free memory: {free_grants}")
     if confirmed:
         print(f"timeouts at a call's limit beside other workers, tried again with a longer limit: "

@@ -157,8 +157,10 @@ class DeviceShare:
             report = ("" if grant.free_bytes is None
                       else f"{size_text(grant.free_bytes)} free {grant.age_s:.1f} s before")
             how = f"on the device's measured free memory ({report})" if on_free else GRANTED[grant.by]
-            if grant.by == "limit" and report:  # whether the device had room all along
-                how += f" (the device's last report: {report}, {size_text(grown)} more asked)"
+            if grant.by == "limit" and report:  # whether the device had room all along, and what it had to leave
+                lent, kept = grant.counted or (0, 0)
+                how += (f" (the device's last report: {report}, {size_text(grown)} more asked; {size_text(lent)} "
+                        f"lent against it, {size_text(kept)} kept for a retry's room)")
             if waited > WAIT_NOTE_S:
                 log.info("waited %.1f s for %s of %s's memory (%s); granted %s", waited, size_text(need), self.key,
                          others, how)

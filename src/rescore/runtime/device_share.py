@@ -10,7 +10,8 @@ ledger, a worker only asks whether a retry is waiting (`retry_waiting`).
   request that ran out of memory first runs again shared, with the `waiting` file held (`reclaim`):
   every worker hands its cache back and the running requests go on; if that is not enough, it waits,
   still shared, for a report of the device's free memory with room for it (`Ledger.await_room`, at
-  most `sharing.ROOM_WAIT_S`, no grant on free memory taking that room meanwhile); only if none
+  most `sharing.ROOM_WAIT_S`, no grant on free memory but a creeping growth's (CREEP) taking that
+  room meanwhile); only if none
   comes, or the room is gone again, does it wait for the device alone, which stops every other
   worker until the running requests end and it has run (on an H100 each such retry stopped every
   shard for 20 to 60 s: the waits behind 14 of them came to 8,700 of the run's 21,700
@@ -214,6 +215,12 @@ MAX_WAIT_ENV = "RESCORE_LEDGER_MAX_WAIT_S"
 FRESH_S = 1.0  # the oldest report of the device's free memory a grant rests on
 FREE_MARGIN = 1 / 16  # of the capacity, left free beside a grant on measured memory (the running requests' growth)
 LENT_S = 5.0  # how long a grant on measured memory counts against later reports (its allocations may not show yet)
+CREEP = 1 / 64
+"""Of the capacity: a growth no larger is granted on measured free memory beside the room a retry waits
+for (`Ledger.await_room`), not after it. A worker's peaks creep up from case to case (on an H100 at
+c94eeba a median 90 MiB a step); kept from a retry's room, every such step waited its limit while
+a retry waited up to a minute for 15-26 GiB: in the cold run all 92 small requests granted at their
+limit (463 s) fell inside such a wait. It still counts against the retry's next report (`lend`)."""
 
 
 def wait_limit(max_wait_s: float, nbytes: int, capacity: int) -> float:
@@ -235,6 +242,7 @@ class Grant:
     age_s: float | None = None
     waited_s: float = 0.0
     others: tuple[int, int, int, int] = (0, 0, 0, 0)  # what the other holders held then (`held_by_others`)
+    counted: tuple[int, int] | None = None  # `limit`: what that report had to leave (`counted_against_report`)
 
 
 def held_by_others(entries: dict[str, dict], owner: str) -> tuple[int, int, int, int]:
@@ -254,22 +262,31 @@ def free_allows(state: dict, nbytes: int, capacity: int, now: float) -> Grant | 
     its limit (5 s for 1.5 GiB) on a ledger over its capacity while the device reported 7-60 GiB free."""
     if nbytes > BACKFILL * capacity:
         return None
-    return _room_reported(state, nbytes, capacity, now, now - FRESH_S, "free")
+    return _room_reported(state, nbytes, capacity, now, now - FRESH_S, "free", keep_room=nbytes > CREEP * capacity)
+
+
+def counted_against_report(state: dict, owner: str | None = None) -> tuple[int, int]:
+    """What a grant on the latest report of free memory must leave beside it: the bytes lent on such
+    reports shortly before that one (`lend`), and the room the holders other than `owner` wait for."""
+    at = float((state.get("free") or {}).get("at", 0.0))
+    lent = sum(int(b) for t, b in state.get("lent", []) if t >= at - LENT_S)
+    kept = sum(int(e.get("room") or 0) for k, e in (state.get("entries") or {}).items() if k != owner)
+    return lent, kept
 
 
 def _room_reported(state: dict, nbytes: int, capacity: int, now: float, since: float, by: str,
-                   owner: str | None = None) -> Grant | None:
+                   owner: str | None = None, keep_room: bool = True) -> Grant | None:
     """A grant of `nbytes` (`by`) when the latest report of the device's free memory, made at `since` or
     later, leaves FREE_MARGIN of the capacity beside it, beside what was lent on such reports shortly
-    before that one (`lend` records a grant) and beside the room the holders other than `owner` wait
-    for (`Ledger.await_room`): a retry waiting for room goes first, before any grant on free memory."""
+    before that one and, `keep_room`, beside the room the holders other than `owner` wait for
+    (`counted_against_report`): a retry waiting for room goes before any grant on free memory but a
+    creeping growth's (CREEP)."""
     free = state.get("free") or {}
     at, free_bytes = float(free.get("at", 0.0)), int(free.get("bytes", 0))
     if not free or at < since:
         return None
-    lent = sum(int(b) for t, b in state.get("lent", []) if t >= at - LENT_S)
-    awaited = sum(int(e.get("room") or 0) for k, e in (state.get("entries") or {}).items() if k != owner)
-    if free_bytes - lent - awaited - FREE_MARGIN * capacity < nbytes:
+    lent, kept = counted_against_report(state, owner)
+    if free_bytes - lent - (kept if keep_room else 0) - FREE_MARGIN * capacity < nbytes:
         return None
     return Grant(by, free_bytes, max(0.0, now - at))
 
@@ -405,8 +422,10 @@ class Ledger:
         def at_limit(state: dict) -> Grant:
             _entry(state["entries"], owner, me)
             free = state.get("free") or {}  # the device's last report, for the log: was there room?
-            return granted(state, Grant("limit", int(free["bytes"]), max(0.0, time.time() - float(free["at"])))
-                           if free else Grant("limit"))
+            if not free:
+                return granted(state, Grant("limit"))
+            return granted(state, Grant("limit", int(free["bytes"]), max(0.0, time.time() - float(free["at"])),
+                                        counted=counted_against_report(state, owner)))
 
         while (grant := self._edit(attempt)) is None:
             if time.monotonic() - began >= limit:
