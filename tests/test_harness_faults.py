@@ -146,6 +146,9 @@ def test_a_retry_alone_gives_up_on_a_long_request_before_waiting_as_long_as_it_r
 
     monkeypatch.setattr(sandbox, "ALONE_HOLD_S", 0.4)
     monkeypatch.setattr(sandbox, "LET_IN_S", 0.1)
+    # The worker up first (alone, or first of its process, this test would start it): the other's
+    # request must outlast the tries that give up, not the worker's start.
+    run_submission(stand_in("scale_correct.py"), CFG, shared_worker)
     other, released = other_worker_holds(share_dir, 3.0)
     with caplog.at_level(logging.INFO, logger="rescore"):
         rows = run_submission(stand_in("oom_while_shared.py"), CFG, shared_worker)

@@ -1,5 +1,6 @@
 """The harness's snapshots (`worker/integrity.py`) and its look for child processes (`confine.children`):
-what counts as a change, and that a change is still found after the look's fast path has moved on."""
+what counts as a change, and that a change is still found after the look's fast path has moved on,
+with the dicts' version tags read (`worker/dict_versions.py`) and without."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ import types
 
 import pytest
 
-from rescore.worker import confine
+from rescore.worker import confine, dict_versions, integrity
 from rescore.worker.integrity import Snapshot
+
+
+@pytest.fixture(params=["version tags", "entries only"])
+def looks(request, monkeypatch) -> str:
+    """Every look both ways: skipping the namespaces whose dict's version tag did not move, and
+    comparing every entry (an interpreter whose tags are not read)."""
+    if request.param == "entries only":
+        monkeypatch.setattr(integrity, "tag_of", lambda obj: None)
+    return request.param
 
 
 def _library() -> types.ModuleType:
@@ -19,7 +29,7 @@ def _library() -> types.ModuleType:
     return lib
 
 
-def test_a_library_module_may_gain_attributes_but_a_change_after_that_is_still_found():
+def test_a_library_module_may_gain_attributes_but_a_change_after_that_is_still_found(looks):
     lib = _library()
     allclose = lib.allclose
     snap = Snapshot([("lib", lib, False)])
@@ -34,7 +44,7 @@ def test_a_library_module_may_gain_attributes_but_a_change_after_that_is_still_f
     assert snap.restore() == ["lib.matmul"] and callable(lib.matmul)
 
 
-def test_a_class_gaining_an_attribute_is_patched_and_undone_every_time():
+def test_a_class_gaining_an_attribute_is_patched_and_undone_every_time(looks):
     class Judge:
         def same(self, a, b):
             return a == b
@@ -49,6 +59,45 @@ def test_a_class_gaining_an_attribute_is_patched_and_undone_every_time():
     assert snap.restore() == []
     Judge.same = lambda self, a, b: True
     assert snap.restore() == ["Judge.same"] and Judge.same is same
+
+
+def test_a_write_into_a_namespaces_dict_itself_is_found_and_undone(looks):
+    """A candidate that writes into a module's or a class's dict directly (no setattr) changes it all
+    the same: found on the next look, the fast path's or not, and undone."""
+    lib = _library()
+    allclose = lib.allclose
+
+    class Judge:
+        def same(self, a, b):
+            return a == b
+
+    snap = Snapshot([("lib", lib, False), ("Judge", Judge, True)])
+    assert snap.restore() == []
+    vars(lib)["allclose"] = lambda *a: False
+    assert snap.restore() == ["lib.allclose"] and lib.allclose is allclose
+    vars(lib).update(matmul=None)
+    assert snap.restore() == ["lib.matmul"] and callable(lib.matmul)
+    Judge.same = lambda self, a, b: True  # through type.__setattr__
+    assert snap.restore() == ["Judge.same"]
+    assert snap.restore() == []
+
+
+def test_a_look_reads_no_entry_of_a_namespace_whose_tag_did_not_move(monkeypatch):
+    """With the tags read (as on this CPython), a look after nothing changed reads no namespace's
+    entries, and one after a change reads only the changed namespace's."""
+    assert dict_versions.AVAILABLE or sys.version_info >= (3, 14), "the tags should be read on this CPython"
+    if not dict_versions.AVAILABLE:
+        pytest.skip(f"version tags not read on {sys.implementation.name} {sys.version_info[:2]}: entries compared")
+    libs = [_library() for _ in range(3)]
+    snap = Snapshot([(f"lib{i}", lib, False) for i, lib in enumerate(libs)])
+    read = []
+    real = integrity._ns
+    monkeypatch.setattr(integrity, "_ns", lambda obj: read.append(obj) or real(obj))
+    assert snap.restore() == [] and read == []
+    libs[1].allclose = lambda *a: False
+    assert snap.restore() == ["lib1.allclose"] and read == [libs[1]]
+    read.clear()
+    assert snap.restore() == [] and read == []
 
 
 def test_children_are_none_without_a_child_and_name_a_live_one():

@@ -5,7 +5,8 @@ call into it.
 A candidate that patches `torch.allclose`, replaces a rescore function through `sys.modules`, turns
 off the NaN fill of fresh memory or re-binds the problem's sizes is undone before anything is judged,
 and the change is reported (a finding). Only identities are compared (cheap: a few thousand dict
-lookups per call), plus deep copies of the rescore modules' own tables (tolerances, profiles).
+lookups per call, and only in the namespaces whose dict's version tag moved: `dict_versions.py`),
+plus deep copies of the rescore modules' own tables (tolerances, profiles).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import numpy
 import torch
 
+from rescore.worker.dict_versions import tag_of
 from rescore.worker.placement import to_host
 
 _MISSING = object()
@@ -105,8 +107,10 @@ class Snapshot:
 
     def __init__(self, spaces: list[tuple[str, Any, bool]], deep: bool = False):
         self.spaces = [(label, obj, strict, dict(_ns(obj))) for label, obj, strict in spaces]
-        # Each namespace as at the last look: the fast path of `restore` (what the snapshot allows).
+        # Each namespace as at the last look: the fast path of `restore` (what the snapshot allows),
+        # and faster still, its dict's version tag then (None where tags are not read).
         self.fast = [(tuple(saved), tuple(saved.values())) for _, _, _, saved in self.spaces]
+        self.tags = [tag_of(obj) for _, obj, _, _ in self.spaces]
         self.tables: list[tuple[str, Any, Any]] = []
         self.objects: list[tuple[str, Any, dict]] = []
         if deep:
@@ -125,9 +129,14 @@ class Snapshot:
     def restore(self) -> list[str]:
         """Put back every changed attribute; returns their names (empty when nothing changed)."""
         changed: list[str] = []
-        for i, ((label, obj, strict, saved), (keys, values)) in enumerate(zip(self.spaces, self.fast)):
+        for i, ((label, obj, strict, saved), (keys, values), tag) in enumerate(zip(self.spaces, self.fast, self.tags)):
+            if tag is not None and tag.unchanged():
+                continue  # not touched since the last look
+            version = tag.now() if tag is not None else None  # read first: a change from here on moves it again
             current = _ns(obj)
             if tuple(current) == keys and all(map(operator.is_, current.values(), values)):
+                if tag is not None:
+                    tag.seen = version  # changed and changed back (or set to the same object)
                 continue  # as at the last look (compared in C: same names in the same order, same objects)
             for name, value in saved.items():
                 if current.get(name, _MISSING) is not value:
@@ -143,6 +152,8 @@ class Snapshot:
                 # class's pickling cache, an order changed by a restore): the next look compares with
                 # this, and anything else that changes still sends it through the full comparison.
                 self.fast[i] = (tuple(current), tuple(current.values()))
+                if tag is not None:
+                    tag.seen = tag.now()  # after the restore's own writes
         for label, table, saved in self.tables:
             try:
                 same = bool(table == saved)
