@@ -355,6 +355,35 @@ def test_the_harness_raising_between_the_candidates_calls_is_its_fault_and_the_c
     assert row["outcome"] == Outcome.CRASH and "the kernel gave up" in row["reason"]
 
 
+def test_the_harness_raising_in_a_repeat_of_a_case_fails_the_experiments_not_the_kernel(monkeypatch):
+    """A repeat of a case (the race experiment's) in which rescore's own code raises (the refill of
+    the case's tensors after its decoy call) raises, so the experiment confirms nothing and the case
+    keeps its verdict: never a repeat that differs, which reads as a race."""
+    from conftest import toy_submission
+
+    import rescore.worker.executor as ex
+    from rescore.worker import case_inputs, explain
+    from rescore.worker.protocol import job_of
+
+    executor = ex.Executor("cpu", 1 << 12)
+    executor.load(job_of(toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",))))
+    traces = []
+    with monkeypatch.context() as m:  # the case's trace, as its experiments get it
+        m.setattr(explain, "wanted", lambda ctx, row: True)
+        m.setattr(explain, "_confirm", lambda ctx, spec, row, override, run_case, trace, decoy: traces.append(trace))
+        assert executor.run_case("default", 1, "float32", None)["outcome"] == Outcome.PASS
+    trace = traces[0]
+    assert trace is not None and trace.decoy is not None
+    assert explain.repeat_case(executor, trace)["outcome"] == Outcome.PASS  # as the case ended
+
+    def broken_refill(tensors, values):
+        raise RuntimeError("the harness's own refill broke")
+
+    monkeypatch.setattr(case_inputs, "refill", broken_refill)
+    with pytest.raises(RuntimeError, match="own refill broke"):
+        explain.repeat_case(executor, trace)
+
+
 def test_every_strategy_at_every_claimed_dtype_runs_without_a_harness_fault(shared_worker):
     """A correct kernel through the strategies whose value classes sprinkle special values (NaN, Inf,
     subnormals) and their decoys, at float32 and float16: every case passes, none is a harness fault."""

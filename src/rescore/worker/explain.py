@@ -34,7 +34,7 @@ from rescore.oracle import judge
 from rescore.oracle.reference import ReferenceRejects, seed_generators
 from rescore.worker import case_inputs, experiments, specialised
 from rescore.worker.context import WorkerContext
-from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, is_cuda_failure, verdict_of
+from rescore.worker.exceptions import NeedsRestart, cuda_context_usable, from_harness, is_cuda_failure, verdict_of
 from rescore.worker.experiments import REPEATED_PASSES, CaseTrace, Cause, Confirmed
 from rescore.worker.placement import judged_where
 from rescore.worker.streams import call_seen
@@ -189,6 +189,8 @@ def repeat_case(ctx: WorkerContext, trace: CaseTrace) -> dict:
     except BaseException as exc:  # noqa: BLE001
         if isinstance(exc, KeyboardInterrupt) and os.environ.get("RESCORE_WORKER") != "1":
             raise
+        if from_harness(exc, ctx.loaded.candidate_file):  # a refill of the case's tensors: rescore's fault,
+            raise  # so the experiment confirms nothing (`_attempt`), never a repeat that differs (a race)
         return verdict_of(exc, guard.findings, ctx.loaded.candidate_file, device).row({}, start)
     return own_truth(ctx, trace, seen)
 
