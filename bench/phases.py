@@ -146,6 +146,9 @@ def summary(results: Path, top: int = 12) -> dict:
         out["phases"] = {k: {"s": round(float(v), 1), "share": round(float(v) / total, 3) if total else None}
                          for k, v in parts.items()}
         out["limit_use_max"] = round(float(frame["limit_use"].max()), 3)
+        if "reserved_bytes" in phases:  # the submissions that held the most device memory (a GPU run)
+            held = phases.groupby("name")["reserved_bytes"].first().sort_values(ascending=False)
+            out["most_reserved_gib"] = {k: round(int(v) / 2**30, 2) for k, v in held.head(top).items() if v > 0}
     else:
         frame = log_elapsed(results)
         cases = case_rows(results, ["name", "wall_ms"])

@@ -95,6 +95,28 @@ def test_a_check_shard_writes_where_each_submissions_time_went(tmp_path):
     assert "worker_start" in set(first["phase"])  # the shard's worker started for its first submission
     assert "shrink" in set(phases.loc[phases["name"] == "scale_tail_bug", "phase"])  # flagged: shrunk
     assert (phases["limit_use"] > 0).all() and (phases["limit_use"] < 1).all()
+    assert (phases["reserved_bytes"] == 0).all()  # a CPU reserves no device memory
+
+
+def test_the_phase_log_keeps_the_most_device_memory_a_submission_reserved(tmp_path):
+    """Where memory is reserved (a GPU; here a CPU given a capacity, as the tests' stand-ins are), the
+    submission's rows carry the most its requests reserved: what the ledger held for it, which a
+    scheduler that keeps the largest submissions apart would read."""
+    from rescore.engine.runner import RunConfig, run_submission
+    from rescore.engine.sandbox import Worker
+    from rescore.engine.sharing import CONTEXT_BYTES, DeviceShare
+
+    share = DeviceShare("cpu", capacity=8 << 30, folder=tmp_path)
+    worker = Worker("cpu", 1 << 12, share=share)
+    worker.phases = spent = PhaseLog()
+    cfg = RunConfig(strategies={"default": 2}, dtypes=("float32",), timeout_s=60, load_timeout_s=300)
+    try:
+        run_submission(toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",)), cfg, worker)
+    finally:
+        worker.stop()
+    assert spent.reserved_bytes > CONTEXT_BYTES  # the context and the reference's expected peak
+    rows = spent.rows(elapsed_s=1.0, case_s=0.5)
+    assert {r["reserved_bytes"] for r in rows} == {spent.reserved_bytes}
 
 
 def test_shard_costs_from_a_cut_short_runs_phase_files(tmp_path):

@@ -30,6 +30,9 @@ class PhaseLog:
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
         self.limit_use = 0.0  # the largest share of its limit a candidate's turn used (`turns.py`)
+        # The most device memory its requests reserved (`sharing.DeviceShare.needed`: the estimate the
+        # ledger granted; 0 where nothing is reserved, a CPU): what keeps it from running beside others.
+        self.reserved_bytes = 0
 
     def add(self, phase: str, seconds: float, calls: int = 1) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + max(0.0, seconds)
@@ -43,14 +46,16 @@ class PhaseLog:
 
     def rows(self, elapsed_s: float, case_s: float, **columns: object) -> list[dict]:
         """One row per phase, `parent` holding what the others leave of `elapsed_s`; each row also
-        carries the submission's elapsed time and its cases' own time (`case_s`)."""
+        carries the submission's elapsed time, its cases' own time (`case_s`), the largest share of a
+        call's limit it used and the most device memory it reserved."""
         parent = elapsed_s - sum(self.seconds.values())
         spent = dict(self.seconds)
         if parent > 0:
             spent[PARENT] = parent
         return [
             dict(columns, phase=phase, seconds=round(s, 6), calls=self.calls.get(phase, 1),
-                 elapsed_s=round(elapsed_s, 6), case_s=round(case_s, 6), limit_use=round(self.limit_use, 4))
+                 elapsed_s=round(elapsed_s, 6), case_s=round(case_s, 6), limit_use=round(self.limit_use, 4),
+                 reserved_bytes=int(self.reserved_bytes))
             for phase, s in sorted(spent.items())
         ]
 

@@ -415,8 +415,11 @@ class Worker:
         return False
 
     def _reserve(self) -> None:
-        """The device memory the submission needs, the wait for it charged as `memory_wait`."""
+        """The device memory the submission needs, the wait for it charged as `memory_wait` (and the
+        most it held, as `reserved_bytes`)."""
         self._charge(phase_log.MEMORY_WAIT, self.share.reserve())
+        if self.phases is not None:
+            self.phases.reserved_bytes = max(self.phases.reserved_bytes, self.share.held)
 
     def _ask(self, wire: tuple, timeout: float, sent: bytes | None = None):
         """Send one wire tuple (`protocol.encode`) and wait for its answer (the worker's notes of whose

@@ -164,6 +164,7 @@ SCHEMAS["phases"] = pa.schema(
         ("elapsed_s", _F),  # the submission's elapsed time: its load, cases and shrinking
         ("case_s", _F),  # its cases' own time (their `wall_ms`)
         ("limit_use", _F),  # the largest share of its limit a candidate's call used (`worker/turns.py`)
+        ("reserved_bytes", _I),  # the most device memory its requests reserved (engine/sharing.py); 0 on a CPU
     ]
 )
 
