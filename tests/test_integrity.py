@@ -19,7 +19,7 @@ def looks(request, monkeypatch) -> str:
     """Every look both ways: skipping the namespaces whose dict's version tag did not move, and
     comparing every entry (an interpreter whose tags are not read)."""
     if request.param == "entries only":
-        monkeypatch.setattr(integrity, "tag_of", lambda obj: None)
+        monkeypatch.setattr(integrity, "tag_of", lambda ns: None)
     return request.param
 
 

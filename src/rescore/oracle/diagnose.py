@@ -52,12 +52,14 @@ def _spread(values: torch.Tensor) -> tuple[float, float]:
 SAME_REL = 1e-2  # nine in ten values within this share of their median are "the same"
 
 
-def _all_same(values: torch.Tensor, rel: float = SAME_REL) -> bool:
-    """Nine in ten values within `rel` of their median (rounding noise on near-zero references aside)."""
-    if values.numel() < 2:
-        return False
-    centre, spread = _spread(values)
+def _within(centre: float, spread: float, rel: float = SAME_REL) -> bool:
+    """A spread (`_spread`) within `rel` of its median (rounding noise on near-zero references aside)."""
     return spread <= rel * max(abs(centre), 1e-30)
+
+
+def _all_same(values: torch.Tensor, rel: float = SAME_REL) -> bool:
+    """Nine in ten values within `rel` of their median."""
+    return values.numel() >= 2 and _within(*_spread(values), rel)
 
 
 def _constant_factor(ratio: torch.Tensor) -> bool:
@@ -66,7 +68,7 @@ def _constant_factor(ratio: torch.Tensor) -> bool:
     if ratio.numel() < 2:
         return False
     centre, spread = _spread(ratio)
-    return spread <= SAME_REL * max(abs(centre), 1e-30) and abs(centre - 1.0) > max(1e-3, 10 * spread)
+    return _within(centre, spread) and abs(centre - 1.0) > max(1e-3, 10 * spread)
 
 
 def _past_block(index: torch.Tensor, length: int) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import sys
-from typing import Any
+from collections.abc import Mapping
 
 # PyDictObject: PyObject_HEAD, Py_ssize_t ma_used, uint64_t ma_version_tag (CPython 3.6 to 3.13).
 _OFFSET = object.__basicsize__ + ctypes.sizeof(ctypes.c_ssize_t)
@@ -41,23 +41,23 @@ def _self_test() -> bool:
     seen.append(tag.value)  # added
     del d["a"]
     seen.append(tag.value)  # deleted
-    ns = type("Probe", (), {})
-    inner = dict_of(ns)
+    probe = type("Probe", (), {})
+    inner = dict_of(probe.__dict__)
     if inner is None:
         return False
     cls_tag = _reader(inner)
     before = cls_tag.value
-    ns.x = 1  # a class's attribute, through type.__setattr__
+    probe.x = 1  # a class's attribute, through type.__setattr__
     return seen[0] == seen[1] and len(set(seen[1:])) == 4 and cls_tag.value != before
 
 
-def dict_of(obj: Any) -> dict | None:
-    """The dict behind a namespace: a module's or an instance's own, a class's behind its mappingproxy."""
-    ns = obj.__dict__ if isinstance(obj, type) else vars(obj)
+def dict_of(ns: Mapping) -> dict | None:
+    """The dict behind a namespace (`integrity._ns`): a module's own, or the one a class's mappingproxy
+    wraps (its only referent)."""
     if isinstance(ns, dict):
         return ns
     inner = [r for r in gc.get_referents(ns) if isinstance(r, dict)]
-    return inner[0] if len(inner) == 1 and inner[0] == ns else None
+    return inner[0] if len(inner) == 1 else None
 
 
 AVAILABLE = _self_test()
@@ -81,9 +81,10 @@ class Tag:
         return self._reader.value == self.seen
 
 
-def tag_of(obj: Any) -> Tag | None:
-    """The version tag of `obj`'s namespace, or None where tags are not read on this interpreter."""
+def tag_of(ns: Mapping) -> Tag | None:
+    """The version tag of a namespace (`integrity._ns`), or None where tags are not read on this
+    interpreter."""
     if not AVAILABLE:
         return None
-    d = dict_of(obj)
+    d = dict_of(ns)
     return Tag(d) if d is not None else None

@@ -110,7 +110,7 @@ class Snapshot:
         # Each namespace as at the last look: the fast path of `restore` (what the snapshot allows),
         # and faster still, its dict's version tag then (None where tags are not read).
         self.fast = [(tuple(saved), tuple(saved.values())) for _, _, _, saved in self.spaces]
-        self.tags = [tag_of(obj) for _, obj, _, _ in self.spaces]
+        self.tags = [tag_of(_ns(obj)) for _, obj, _, _ in self.spaces]
         self.tables: list[tuple[str, Any, Any]] = []
         self.objects: list[tuple[str, Any, dict]] = []
         if deep:
