@@ -203,6 +203,65 @@ def test_a_dry_run_with_four_fake_gpus_gives_the_shards_distinct_slots(tmp_path)
         k: shard_priority(manifest, k, 4, "cpu", 4) for k in range(4)}
 
 
+def test_a_gpu_runs_shards_ask_snakemake_for_their_heaviest_submissions_memory(tmp_path):
+    """On a GPU each check shard asks for what its heaviest submission reserved in a GPU run
+    (`gpu_mem_mib`, $RESCORE_SHARD_MEMORY here), at most the device's usable memory or the limit
+    --resources gives; a shard of submissions no run measured asks for none, and a CPU run for nothing."""
+    import os
+
+    from rescore.engine.sharing import USABLE
+    from rescore.model.records import read_manifests
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config.update(dumps={"corpus": {"format": "corpus", "ops": ["softmax"]}}, device="cpu", shards=4)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
+    subprocess.run([*snakemake, "--cores", "1", "results/ingest/corpus/manifest.json"], check=True, timeout=300,
+                   capture_output=True)
+    manifest = tmp_path / "results" / "ingest" / "corpus" / "manifest.json"
+    heavy, light = read_manifests([str(manifest)])[:2]
+    (tmp_path / "memory.json").write_text(json.dumps({heavy.submission_id: 30.0, light.submission_id: 2.5}))
+    env = dict(os.environ, RESCORE_SHARD_MEMORY=str(tmp_path / "memory.json"))
+
+    def asked(*extra: str) -> dict[str, int]:
+        r = subprocess.run([*snakemake, "-n", "--cores", "8", "results/tables/cases.parquet", *extra],
+                           capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        jobs = re.findall(r"rule check_shard:.*?wildcards: dump=corpus, shard=(\d+)\n.*?resources: ([^\n]*)",
+                          r.stdout, re.S)
+        return {int(k): int(m[1]) if (m := re.search(r"gpu_mem_mib=(\d+)", res)) else None for k, res in jobs}
+
+    from rescore.engine.shards import _plan
+
+    where, _, shards = _plan(str(manifest), manifest.stat().st_mtime_ns, 4, "cuda", 1)
+    expected = {k: 0 for k in range(shards)}
+    expected[where[light.submission_id]] = max(expected[where[light.submission_id]], 2560)
+    expected[where[heavy.submission_id]] = 30720
+    assert asked("--config", "device=cuda", "gpus=1", "gpu_memory_gib=40") == expected
+    small = int(USABLE * 20 * 1024)  # a device too small for the heaviest: it may still run, alone
+    assert asked("--config", "device=cuda", "gpus=1", "gpu_memory_gib=20")[where[heavy.submission_id]] == small
+    given = asked("--config", "device=cuda", "gpus=1", "gpu_memory_gib=40", "--resources", "gpu_mem_mib=10000")
+    assert given[where[heavy.submission_id]] == 10000
+    assert set(asked("--config", "device=cpu").values()) == {None}
+
+
+def test_the_memory_limit_is_the_smallest_visible_gpus_from_nvidia_smi_and_none_without_it(tmp_path, monkeypatch):
+    from rescore.engine.shards import memory_limit_mib
+    from rescore.engine.sharing import USABLE
+    from rescore.runtime.device import gpu_memory_mib
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gpu_memory_mib() is None and memory_limit_mib("auto", 1) == 0  # no nvidia-smi: no limit
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf '0, 81559\\n1, 143771\\n'\n")
+    fake.chmod(0o755)
+    assert gpu_memory_mib("") == 81559 and gpu_memory_mib("1") == 143771 and gpu_memory_mib("GPU-abc") == 81559
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert memory_limit_mib("auto", 1) == int(USABLE * 143771)
+    assert memory_limit_mib(80, 2) == int(USABLE * 80 * 1024) and memory_limit_mib(0, 1) == memory_limit_mib(80, 0) == 0
+
+
 def test_the_cuda_prebuilds_test_loads_are_dealt_over_the_gpus(monkeypatch, tmp_path):
     from rescore.engine import cuda_build
 

@@ -4,6 +4,8 @@ python tools/shard_costs.py RESULTS_DIR [--out src/rescore/corpus/shard_costs.js
 python tools/shard_costs.py RESULTS_DIR --from-logs [--snakemake-log FILE]
                             [--out src/rescore/corpus/shard_costs.cuda.json] [--merge]
 python tools/shard_costs.py RESULTS_DIR --from-phases [--out src/rescore/corpus/shard_costs.cuda.json] [--merge]
+python tools/shard_costs.py RESULTS_DIR --memory [--from-logs] [--out src/rescore/corpus/shard_memory.cuda.json]
+                            [--merge]
 
 From the cases table (the default), a submission's cost is the seconds its candidate calls took
 (`wall_ms`) plus 5 ms per executed case for the harness's own work. `--from-logs` reads the check
@@ -16,6 +18,12 @@ waits for the device's memory and lock: those depend on what ran beside it), whi
 also has as its shards' phase files. Only
 the balance between shards depends on these numbers, never a result. Its output is package data,
 committed: the check shards of every later run read it (`engine/shards.py`).
+
+`--memory` writes, instead of seconds, the GiB of device memory each submission of a GPU run reserved at
+most: from the phase table's `reserved_bytes`, or with `--from-logs` from the shard logs' lines of
+the device's ledger (the grants it logged and the room a retry waited for, each charged to the
+submission whose end line follows it; a grant it did not log is not seen). A GPU run's check shards
+ask Snakemake for them (`engine/shards.py`); with `--merge` a submission keeps the larger figure.
 
 `--merge` keeps the submissions the file at `--out` already lists and this run did not time (another
 dump's, another run's). `--replay SHARDS SLOTS` also replays the measured seconds through the assignment each cost file
@@ -35,6 +43,7 @@ import pandas as pd
 
 from rescore.engine.phase_log import DEVICE_WAIT, MEMORY_WAIT
 from rescore.engine.shards import COSTS, COSTS_CUDA, assign, load_costs, weights
+from rescore.model.paths import SHARD_MEMORY_CUDA
 from rescore.model.records import submission_from_dict
 from rescore.stages import SHARD_LOG_LINE
 
@@ -59,16 +68,66 @@ def from_phases(results: Path) -> dict[str, float]:
     shards' phase files of a run cut short. Those waits are what ran beside it, which the assignment
     these costs make changes: learned with them, the costs of a run repeat its own schedule's waits
     (375bac1's, from the H100 run at 2481fcc, counted 2,733 s of waits)."""
-    table = results / "tables" / "phases.parquet"
-    paths = [table] if table.exists() else sorted((results / "phases").glob("*/shard-*.parquet"))
-    frames = [pd.read_parquet(p, columns=["submission_id", "phase", "seconds", "elapsed_s"]) for p in paths]
-    if not frames:
-        raise SystemExit(f"{results}: no phase table (tables/phases.parquet or phases/*/shard-*.parquet)")
-    rows = pd.concat(frames)
+    rows = _phase_rows(results, ["submission_id", "phase", "seconds", "elapsed_s"])
     elapsed = rows.groupby("submission_id")["elapsed_s"].first()
     waits = rows[rows["phase"].isin(WAITS)].groupby("submission_id")["seconds"].sum()
     own = elapsed.sub(waits, fill_value=0.0).clip(lower=0.0)
     return {str(k): float(v) for k, v in own.items()}
+
+
+# The ledger's log lines that name a submission's reservation (engine/sharing.py, engine/sandbox.py)
+_RESERVED = re.compile(r"(?:waited [\d.]+ s for|granted|no room reported on \S+ after [\d.]+ s for) "
+                       r"([\d.]+) (TiB|GiB|MiB|KiB|bytes)\b")
+_UNIT = {"TiB": 2**40, "GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "bytes": 1}
+
+
+def memory_from_phases(results: Path) -> dict[str, float]:
+    """submission_id -> GiB its requests reserved at most (the phase table's `reserved_bytes`), for those
+    that reserved any."""
+    rows = _phase_rows(results, ["submission_id", "reserved_bytes"])
+    most = rows.groupby("submission_id")["reserved_bytes"].max()
+    return {str(k): float(v) / 2**30 for k, v in most.items() if v > 0}
+
+
+def memory_from_logs(results: Path) -> dict[str, float]:
+    """submission_id -> GiB of the largest reservation the shard logs name for it (`_RESERVED`)."""
+    ids = submission_ids(results)
+    most: dict[str, float] = {}
+    for log in sorted((results / "logs" / "check").glob("*/shard-*.log")):
+        largest = 0.0
+        for line in log.read_text().splitlines():
+            m = _RESERVED.search(line)
+            if m:
+                largest = max(largest, float(m[1]) * _UNIT[m[2]] / 2**30)
+            end = SHARD_LOG_LINE.match(line)
+            if end and end["name"]:
+                sid = ids.get((log.parent.name, end["name"]))
+                if sid and largest:
+                    most[sid] = max(most.get(sid, 0.0), largest)
+                largest = 0.0
+    return most
+
+
+def submission_ids(results: Path) -> dict[tuple[str, str], str]:
+    """(dump, name) -> submission_id, from the dumps' manifests, else the submissions table (a packed run)."""
+    ids = {}
+    for manifest in (results / "ingest").glob("*/manifest.json"):
+        for s in map(submission_from_dict, json.loads(manifest.read_text())):
+            ids[(manifest.parent.name, s.name)] = s.submission_id
+    table = results / "tables" / "submissions.parquet"
+    if not ids and table.exists():
+        subs = pd.read_parquet(table, columns=["dump", "name", "submission_id"])
+        ids = {(d, n): str(i) for d, n, i in subs.itertuples(index=False)}
+    return ids
+
+
+def _phase_rows(results: Path, columns: list[str]) -> pd.DataFrame:
+    table = results / "tables" / "phases.parquet"
+    paths = [table] if table.exists() else sorted((results / "phases").glob("*/shard-*.parquet"))
+    frames = [pd.read_parquet(p, columns=columns) for p in paths]
+    if not frames:
+        raise SystemExit(f"{results}: no phase table (tables/phases.parquet or phases/*/shard-*.parquet)")
+    return pd.concat(frames)
 
 
 def shard_starts(snakemake_log: Path) -> dict[tuple[str, str], dt.datetime]:
@@ -124,14 +183,25 @@ def main() -> None:
     parser.add_argument("results")
     parser.add_argument("--from-logs", action="store_true", help="time submissions from the shard logs")
     parser.add_argument("--from-phases", action="store_true", help="time submissions from the phase table")
+    parser.add_argument("--memory", action="store_true", help="write each submission's device memory (GiB) instead")
     parser.add_argument("--snakemake-log", help="Snakemake's output, for the shard start times")
-    parser.add_argument("--out", help=f"default: {COSTS}, with --from-logs {COSTS_CUDA} (a GPU run's logs)")
+    parser.add_argument("--out", help=f"default: {COSTS}, with --from-logs {COSTS_CUDA} (a GPU run's logs), "
+                                      f"with --memory {SHARD_MEMORY_CUDA}")
     parser.add_argument("--replay", nargs=2, type=int, metavar=("SHARDS", "SLOTS"))
     parser.add_argument("--before", help="the cost file to replay against (default: --out)")
     parser.add_argument("--merge", action="store_true", help="keep what --out lists and this run did not time")
     args = parser.parse_args()
-    args.out = args.out or str(COSTS_CUDA if args.from_logs or args.from_phases else COSTS)
     results = Path(args.results)
+    if args.memory:
+        args.out = args.out or str(SHARD_MEMORY_CUDA)
+        found = memory_from_logs(results) if args.from_logs else memory_from_phases(results)
+        kept = load_costs(Path(args.out)) if args.merge else {}
+        doc = {k: round(max(v, kept.get(k, 0.0)), 2) for k, v in found.items()}
+        doc = dict(sorted({**kept, **doc}.items()))
+        Path(args.out).write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
+        print(f"{args.out}: {len(doc)} submissions, the largest {max(doc.values(), default=0):.2f} GiB")
+        return
+    args.out = args.out or str(COSTS_CUDA if args.from_logs or args.from_phases else COSTS)
     if args.from_phases:
         cost = from_phases(results)
     elif args.from_logs:

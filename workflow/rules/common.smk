@@ -3,8 +3,8 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from rescore.engine import degenerate
-from rescore.engine.gpus import host_gpus
-from rescore.engine.shards import shard_count, shard_priority, shard_threads
+from rescore.engine.gpus import host_gpus, memory_limits
+from rescore.engine.shards import memory_limit_mib, shard_count, shard_memory_mib, shard_priority, shard_threads
 
 
 configfile: "config/config.yaml"
@@ -39,6 +39,11 @@ def check_shard_priority(wildcards, input):
     return shard_priority(input.manifest, int(wildcards.shard), int(config["shards"]), config["device"], GPUS)
 
 
+def check_shard_memory(wildcards, input):
+    """The device memory, in MiB, a check shard asks Snakemake for (`shards.shard_memory_mib`)."""
+    return shard_memory_mib(input.manifest, int(wildcards.shard), int(config["shards"]), GPUS, GPU_MEMORY_MIB)
+
+
 def shard_files(pattern, own_dump=False):
     """An input function: `pattern` for every check shard of every dump (`own_dump`: of the job's dump)."""
 
@@ -57,6 +62,16 @@ except WorkflowError:  # no --cores given (a dry run, --report, --lint): no job 
 # The GPUs the check shards and the GPU stages spread over, one slot each (rescore.engine.gpus): the
 # config's `gpus` (`--config gpus=4`), else those torch sees on a CUDA run; 0 or 1 changes nothing.
 GPUS = host_gpus(config.get("gpus", "auto"), config["device"])
+# The device memory the check shards on one GPU ask for together (rescore.engine.shards): each asks for
+# what its heaviest submission reserved in a GPU run, at most this limit, which `--resources
+# gpu_mem_mib=N` (gpu_mem_mib_<g> with several GPUs) lowers or raises.
+GPU_MEMORY_MIB = memory_limit_mib(config.get("gpu_memory_gib", "auto"), GPUS) if config["device"] != "cpu" else 0
+for _name, _limit in memory_limits(GPUS, GPU_MEMORY_MIB).items():
+    if _name in workflow.global_resources:
+        _given = workflow.global_resources[_name]
+        GPU_MEMORY_MIB = min(GPU_MEMORY_MIB, int(getattr(_given, "value", _given)))
+    else:
+        workflow.register_resource(_name, _limit)
 CPU_ENV = "../../envs/cpu.yaml"
 # Whether robustness findings (special values, extreme magnitudes, cancellation, one toolchain's
 # compiler: rescore.model.evidence) count toward the headline verdicts; the analysis stages get it.

@@ -59,6 +59,26 @@ def slot_resources(gpus: int, slot_of: Callable[[Any], int | None]) -> dict[str,
     return {f"gpu_{g}": (lambda wildcards, g=g: int(slot_of(wildcards) == g)) for g in range(gpus)}
 
 
+MEMORY = "gpu_mem_mib"  # the device memory a check shard asks for (`shards.shard_memory_mib`)
+
+
+def memory_resources(gpus: int, slot_of: Callable[[Any], int | None],
+                     mib_of: Callable[[Any, Any], int]) -> dict[str, Callable[[Any, Any], int]]:
+    """Snakemake resources of a rule whose job asks `mib_of(wildcards, input)` MiB of its device's memory:
+    `gpu_mem_mib` with one GPU, `gpu_mem_mib_<g>` of its own slot g with several (0 of the others)."""
+    if gpus <= 1:
+        return {MEMORY: lambda wildcards, input: mib_of(wildcards, input)}
+    return {f"{MEMORY}_{g}": (lambda wildcards, input, g=g: mib_of(wildcards, input) if slot_of(wildcards) == g else 0)
+            for g in range(gpus)}
+
+
+def memory_limits(gpus: int, limit_mib: int) -> dict[str, int]:
+    """The limits of `memory_resources`, `limit_mib` per device; none without a limit (0) or a GPU."""
+    if gpus < 1 or limit_mib <= 0:
+        return {}
+    return {MEMORY: limit_mib} if gpus == 1 else {f"{MEMORY}_{g}": limit_mib for g in range(gpus)}
+
+
 def visible_device(slot: int, inherited: str | None = None) -> str:
     """CUDA_VISIBLE_DEVICES for a worker on `slot`: the slot-th of the devices this process was
     given (its own CUDA_VISIBLE_DEVICES: a SLURM job's GPU, a user's choice), wrapping round when

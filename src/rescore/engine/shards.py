@@ -17,19 +17,30 @@ build cache held when the dump was read), that file and the device, so every sha
 resumed run, gives every shard the same submissions. Which shard runs a
 submission changes no result, only when it is done. A dump never gets more shards than it has
 submissions to run (`shard_count`).
+
+On a GPU a shard also asks Snakemake for the device memory its heaviest submission reserved in a
+GPU run (`shard_memory_mib`, from `shard_memory.cuda.json`, written by `tools/shard_costs.py
+--memory`), against the device's usable memory as a resource limit (`workflow/rules/common.smk`).
+On an H100 the seven heaviest one-submission shards, started together by their priority, asked for
+137 GiB of 71 and spent minutes waiting for one another while holding seven of the sixteen cores;
+held back by Snakemake instead, they leave those cores to shards that fit beside them. A
+submission no GPU run has measured asks for nothing, and the device's ledger (`sharing.py`) still
+decides every reservation at run time.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import statistics
 from pathlib import Path
 
 from rescore.engine.gpus import slot_shards
-from rescore.model.paths import SHARD_COSTS, SHARD_COSTS_CUDA, cuda_cache_root
+from rescore.engine.sharing import USABLE
+from rescore.model.paths import SHARD_COSTS, SHARD_COSTS_CUDA, cuda_cache_root, shard_memory_file
 from rescore.model.records import content_hash, cuda_only, read_manifests
-from rescore.runtime.device import machine_cores
+from rescore.runtime.device import gpu_memory_mib, machine_cores
 
 # Seconds a cold CUDA C build takes on the H100 host (69 builds, 12 at a time: 5.5 min), counted on a
 # GPU for a CUDA C source not in the build cache.
@@ -109,13 +120,21 @@ def shard_assignment(subs: list, shards: int, device: str, gpus: int = 1) -> tup
 
 
 @functools.lru_cache(maxsize=16)
-def _expected_loads(manifest: str, modified_ns: int, cap: int, device: str, gpus: int) -> tuple[float, ...]:
+def _plan(manifest: str, modified_ns: int, cap: int, device: str,
+          gpus: int) -> tuple[dict[str, int], dict[str, float], int]:
+    """(submission_id -> shard, submission_id -> expected seconds, shards) of the runnable submissions."""
     subs = read_manifests([manifest])
     shards = _count(subs, cap)
     assignment, weight = shard_assignment(subs, shards, device, gpus)
+    ids = {s.submission_id for s in runnable(subs)}
+    return {k: v for k, v in assignment.items() if k in ids}, weight, shards
+
+
+def _expected_loads(manifest: str, modified_ns: int, cap: int, device: str, gpus: int) -> tuple[float, ...]:
+    assignment, weight, shards = _plan(manifest, modified_ns, cap, device, gpus)
     loads = [0.0] * shards
-    for sid in {s.submission_id for s in runnable(subs)}:
-        loads[assignment[sid]] += weight[sid]
+    for sid, shard in assignment.items():
+        loads[shard] += weight[sid]
     return tuple(loads)
 
 
@@ -129,6 +148,37 @@ def shard_priority(manifest: str | Path, shard: int, shards: int, device: str, g
     if not path.is_file():  # not read yet (a dry run): no order to give
         return 0
     return round(_expected_loads(str(path), path.stat().st_mtime_ns, shards, device, gpus)[shard])
+
+
+def load_memory(path: Path | None = None) -> dict[str, float]:
+    """submission_id -> GiB of device memory its requests reserved at most in a GPU run, or {}."""
+    return load_costs(path or shard_memory_file())
+
+
+def memory_limit_mib(setting: float | str | None, gpus: int) -> int:
+    """The device memory, in MiB, the check shards on one GPU may ask Snakemake for together: the
+    share the device's ledger lends (`sharing.USABLE`) of the config's `gpu_memory_gib` where it is a
+    number, else of the smallest GPU's memory (`nvidia-smi`); 0, no limit, with no GPU, where nvidia-smi
+    is missing (a SLURM login node) or where the config says 0."""
+    if gpus < 1 or setting == 0:
+        return 0
+    total = float(setting) * 1024 if setting not in (None, "auto") else gpu_memory_mib()
+    return int(USABLE * total) if total else 0
+
+
+def shard_memory_mib(manifest: str | Path, shard: int, shards: int, gpus: int, limit_mib: int,
+                     memory: dict[str, float] | None = None) -> int:
+    """The device memory, in MiB, check shard `shard` asks Snakemake for on a GPU: the most its heaviest
+    submission reserved in a GPU run (`load_memory`; a shard runs its submissions one at a time), at
+    most `limit_mib` (the device's usable memory, so that the heaviest can still run alone); 0 where
+    none of its submissions was measured, or before the dump is read (a dry run)."""
+    path = Path(manifest)
+    if limit_mib <= 0 or not path.is_file():
+        return 0
+    assignment, _, _ = _plan(str(path), path.stat().st_mtime_ns, shards, "cuda", gpus)
+    gib = load_memory() if memory is None else memory
+    heaviest = max((gib.get(sid, 0.0) for sid, k in assignment.items() if k == shard), default=0.0)
+    return min(limit_mib, math.ceil(heaviest * 1024))
 
 
 def shard_count(manifest: str | Path, shards: int) -> int:

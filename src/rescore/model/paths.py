@@ -12,6 +12,7 @@ SRC_ROOT = PACKAGE_ROOT.parent  # the folder that holds rescore/: a child proces
 CORPUS_ROOT = PACKAGE_ROOT / "corpus" / "ops"  # the built-in corpus, one folder per op
 SHARD_COSTS = PACKAGE_ROOT / "corpus" / "shard_costs.json"  # seconds per submission, from a CPU run
 SHARD_COSTS_CUDA = PACKAGE_ROOT / "corpus" / "shard_costs.cuda.json"  # the same from a GPU run
+SHARD_MEMORY_CUDA = PACKAGE_ROOT / "corpus" / "shard_memory.cuda.json"  # GiB of device memory per submission
 PUBLISHED_DIR = PACKAGE_ROOT.parents[1] / "config" / "published"  # the preprints' printed tables
 
 CACHE = Path(".rescore-cache")
@@ -24,6 +25,11 @@ FAILURE_STORE_DEFAULT = CACHE / "failures"
 def cuda_cache_root(root: str | os.PathLike | None = None) -> Path:
     """The CUDA builds' root folder: `root`, else $RESCORE_CUDA_CACHE, else .rescore-cache/torch_extensions."""
     return Path(root or os.environ.get("RESCORE_CUDA_CACHE") or CUDA_CACHE_DEFAULT).resolve()
+
+
+def shard_memory_file() -> Path:
+    """The device memory each submission reserved in a GPU run: $RESCORE_SHARD_MEMORY, else the package's."""
+    return Path(os.environ.get("RESCORE_SHARD_MEMORY") or SHARD_MEMORY_CUDA)
 
 
 def failure_store_root() -> Path:

@@ -92,3 +92,26 @@ def gpu_count() -> int:
         return int(torch.cuda.device_count())
     except Exception:  # pragma: no cover - torch or the driver missing
         return 0
+
+
+def gpu_memory_mib(visible: str | None = None) -> int | None:
+    """The total memory in MiB of the smallest GPU this process may use, read from `nvidia-smi` (which,
+    unlike torch, opens no CUDA context: a Snakemake process asking would hold one for the whole run);
+    the GPUs CUDA_VISIBLE_DEVICES lists by index where it does. None without nvidia-smi or a GPU."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    totals = {}
+    for line in out.splitlines():
+        index, _, total = line.partition(",")
+        if index.strip().isdigit() and total.strip().isdigit():
+            totals[index.strip()] = int(total.strip())
+    given = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    wanted = [e.strip() for e in (given or "").split(",") if e.strip()]
+    if wanted and all(e.isdigit() for e in wanted):
+        totals = {k: v for k, v in totals.items() if k in wanted}
+    return min(totals.values()) if totals else None
