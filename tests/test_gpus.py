@@ -174,15 +174,21 @@ def test_the_uncertainty_statement_says_when_gpus_of_different_models_ran_the_ca
     assert "GPUs of" not in one and one == text([None, None])  # one GPU: today's statement
 
 
-def test_a_dry_run_with_four_fake_gpus_gives_the_shards_distinct_slots(tmp_path):
+def _softmax_dump_read(tmp_path) -> list[str]:
+    """The Snakemake command line of a run of the corpus's softmax kernels in 4 shards in `tmp_path`,
+    their dump already read: its shards are known once it is (`checkpoint ingest`)."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config.update(dumps={"corpus": {"format": "corpus", "ops": ["softmax"]}}, device="cpu", shards=4)
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
-    # the dump read first: its shards are known once it is (`checkpoint ingest`)
     subprocess.run([*snakemake, "--cores", "1", "results/ingest/corpus/manifest.json"], check=True, timeout=300,
                    capture_output=True)
+    return snakemake
+
+
+def test_a_dry_run_with_four_fake_gpus_gives_the_shards_distinct_slots(tmp_path):
+    snakemake = _softmax_dump_read(tmp_path)
     r = subprocess.run([*snakemake, "-n", "--cores", "8", "all", "--config", "gpus=4"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -212,13 +218,7 @@ def test_a_gpu_runs_shards_ask_snakemake_for_their_heaviest_submissions_memory(t
     from rescore.engine.sharing import USABLE
     from rescore.model.records import read_manifests
 
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config.update(dumps={"corpus": {"format": "corpus", "ops": ["softmax"]}}, device="cpu", shards=4)
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(config))
-    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
-    subprocess.run([*snakemake, "--cores", "1", "results/ingest/corpus/manifest.json"], check=True, timeout=300,
-                   capture_output=True)
+    snakemake = _softmax_dump_read(tmp_path)
     manifest = tmp_path / "results" / "ingest" / "corpus" / "manifest.json"
     heavy, light = read_manifests([str(manifest)])[:2]
     (tmp_path / "memory.json").write_text(json.dumps({heavy.submission_id: 30.0, light.submission_id: 2.5}))
