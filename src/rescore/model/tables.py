@@ -82,7 +82,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("atol", _F),
             ("rtol", _F),
             ("bound", _F),  # the slack added from the low-precision reference
-            ("wall_ms", _F),
+            ("wall_ms", _F),  # the candidate's side of the case: model built, called, checked (not a kernel timing)
             ("device", _S),
             ("versions", _S),  # JSON
             ("replay", _S),
