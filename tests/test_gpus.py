@@ -209,13 +209,12 @@ def test_a_dry_run_with_four_fake_gpus_gives_the_shards_distinct_slots(tmp_path)
         k: shard_priority(manifest, k, 4, "cpu", 4) for k in range(4)}
 
 
-def test_a_gpu_runs_shards_ask_snakemake_for_their_heaviest_submissions_memory(tmp_path):
-    """On a GPU each check shard asks for what its heaviest submission reserved in a GPU run
-    (`gpu_mem_mib`, $RESCORE_SHARD_MEMORY here), at most the device's usable memory or the limit
-    --resources gives; a shard of submissions no run measured asks for none, and a CPU run for nothing."""
+def test_a_shard_whose_heaviest_submission_needs_a_third_of_the_gpu_is_heavy(tmp_path):
+    """On a GPU a check shard is heavy (`gpu_heavy=1`, at most HEAVY_SHARE of them at once) when its heaviest
+    submission reserved at least a third of the device's usable memory in a GPU run ($RESCORE_SHARD_MEMORY
+    here); the others, and every shard of a CPU run, ask for nothing."""
     import os
 
-    from rescore.engine.sharing import USABLE
     from rescore.model.records import read_manifests
 
     snakemake = _softmax_dump_read(tmp_path)
@@ -224,42 +223,52 @@ def test_a_gpu_runs_shards_ask_snakemake_for_their_heaviest_submissions_memory(t
     (tmp_path / "memory.json").write_text(json.dumps({heavy.submission_id: 30.0, light.submission_id: 2.5}))
     env = dict(os.environ, RESCORE_SHARD_MEMORY=str(tmp_path / "memory.json"))
 
-    def asked(*extra: str) -> dict[str, int]:
-        r = subprocess.run([*snakemake, "-n", "--cores", "8", "results/tables/cases.parquet", *extra],
+    def asked(*config: str) -> dict[int, int | None]:
+        r = subprocess.run([*snakemake, "-n", "--cores", "8", "results/tables/cases.parquet", "--config", *config],
                            capture_output=True, text=True, timeout=300, env=env)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         jobs = re.findall(r"rule check_shard:.*?wildcards: dump=corpus, shard=(\d+)\n.*?resources: ([^\n]*)",
                           r.stdout, re.S)
-        return {int(k): int(m[1]) if (m := re.search(r"gpu_mem_mib=(\d+)", res)) else None for k, res in jobs}
+        return {int(k): int(m[1]) if (m := re.search(r"gpu_heavy=(\d+)", res)) else None for k, res in jobs}
 
     from rescore.engine.shards import _plan
 
     where, _, shards = _plan(str(manifest), manifest.stat().st_mtime_ns, 4, "cuda", 1)
-    expected = {k: 0 for k in range(shards)}
-    expected[where[light.submission_id]] = max(expected[where[light.submission_id]], 2560)
-    expected[where[heavy.submission_id]] = 30720
-    assert asked("--config", "device=cuda", "gpus=1", "gpu_memory_gib=40") == expected
-    small = int(USABLE * 20 * 1024)  # a device too small for the heaviest: it may still run, alone
-    assert asked("--config", "device=cuda", "gpus=1", "gpu_memory_gib=20")[where[heavy.submission_id]] == small
-    given = asked("--config", "device=cuda", "gpus=1", "gpu_memory_gib=40", "--resources", "gpu_mem_mib=10000")
-    assert given[where[heavy.submission_id]] == 10000
-    assert set(asked("--config", "device=cpu").values()) == {None}
+    expected = {k: int(k == where[heavy.submission_id]) for k in range(shards)}
+    # 40 GiB: 36 usable, a third 12 GiB: 30 GiB is heavy, 2.5 GiB is not
+    assert asked("device=cuda", "gpus=1", "gpu_memory_gib=40") == expected
+    assert set(asked("device=cuda", "gpus=1", "gpu_memory_gib=200").values()) == {0}  # 60 GiB a third
+    assert set(asked("device=cpu").values()) == {None}
 
 
-def test_the_memory_limit_is_the_smallest_visible_gpus_from_nvidia_smi_and_none_without_it(tmp_path, monkeypatch):
-    from rescore.engine.shards import memory_limit_mib
+def test_the_usable_memory_is_the_smallest_visible_gpus_from_nvidia_smi_and_none_without_it(tmp_path, monkeypatch):
+    from rescore.engine.shards import usable_memory_mib
     from rescore.engine.sharing import USABLE
     from rescore.runtime.device import gpu_memory_mib
 
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert gpu_memory_mib() is None and memory_limit_mib("auto", 1) == 0  # no nvidia-smi: no limit
+    assert gpu_memory_mib() is None and usable_memory_mib("auto", 1) == 0  # no nvidia-smi: nothing is heavy
     fake = tmp_path / "nvidia-smi"
     fake.write_text("#!/bin/sh\nprintf '0, 81559\\n1, 143771\\n'\n")
     fake.chmod(0o755)
     assert gpu_memory_mib("") == 81559 and gpu_memory_mib("1") == 143771 and gpu_memory_mib("GPU-abc") == 81559
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert memory_limit_mib("auto", 1) == int(USABLE * 143771)
-    assert memory_limit_mib(80, 2) == int(USABLE * 80 * 1024) and memory_limit_mib(0, 1) == memory_limit_mib(80, 0) == 0
+    assert usable_memory_mib("auto", 1) == int(USABLE * 143771)
+    assert usable_memory_mib(80, 2) == int(USABLE * 80 * 1024)
+    assert usable_memory_mib(0, 1) == usable_memory_mib(80, 0) == 0
+
+
+def test_the_shards_priorities_are_by_the_costs_of_the_device_auto_resolves_to(monkeypatch):
+    """`device: auto` orders the check shards by the costs of the device they resolve it to: a GPU run's
+    with a GPU (the H100 runs up to 9b1d577 ordered them by the CPU's, where CUDA-L1 is not listed: one
+    submission counted as much as any other)."""
+    from rescore.engine import gpus
+
+    monkeypatch.setattr(gpus.os.path, "exists", lambda path: False)
+    assert gpus.run_device("auto") == "cpu" and gpus.run_device("cuda") == "cuda"
+    monkeypatch.setattr(gpus.os.path, "exists", lambda path: path == "/dev/nvidiactl")
+    monkeypatch.setattr(gpus, "resolve_device", lambda device: "cuda")
+    assert gpus.run_device("auto") == "cuda"
 
 
 def test_the_cuda_prebuilds_test_loads_are_dealt_over_the_gpus(monkeypatch, tmp_path):

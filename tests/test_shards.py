@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from conftest import REPO
+
 from rescore.corpus.catalog import load_corpus
 from rescore.engine.shards import COSTS, assign, load_costs, shard_threads
 from rescore.runtime.device import machine_cores
@@ -163,3 +165,20 @@ def test_a_shards_priority_is_its_expected_seconds_so_that_the_longest_start_fir
     assert shards.shard_priority(manifest, 1 - longest, 2, "cpu") == 60  # 30 + 20 + 10
     assert shards.shard_priority(tmp_path / "not_read_yet.json", 0, 2, "cpu") == 0
     assert degenerate.PRIORITY > 24 * 3600  # above a shard of a day
+
+
+def test_the_schedule_replay_runs_heavy_jobs_one_after_another_when_each_asks_its_memory():
+    """bench/schedule_replay.py: two long jobs that each ask for most of the device's memory run one after
+    the other, and the light jobs only after both (none fits beside them); counted as heavy jobs of which
+    three may run at once, both start first and the light jobs run on the other cores beside them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("schedule_replay", REPO / "bench" / "schedule_replay.py")
+    replay_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay_module)
+    jobs = {("d", k): {"seconds": 100.0, "priority": 100, "gib": 60.0} for k in range(2)}
+    jobs.update({("d", k): {"seconds": 30.0, "priority": 10, "gib": 20.0} for k in range(2, 10)})
+    by_memory = replay_module.replay(jobs, {j: v["gib"] for j, v in jobs.items()}, 70.0, 4)
+    by_count = replay_module.replay(jobs, {j: int(v["gib"] * 3 >= 70.0) for j, v in jobs.items()}, 3, 4)
+    assert by_memory == 100.0 + 100.0 + 3 * 30.0  # then the eight light ones, three at a time (60 of 70 GiB)
+    assert by_count == 4 * 30.0  # the light ones two at a time beside both, four at a time once they end

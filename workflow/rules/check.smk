@@ -1,7 +1,8 @@
 # Stage 2: run every submission under the fixed-shape check and the fuzz oracle, in shards.
 # With several GPUs shard k runs on GPU slot k % GPUS (resource gpu_<slot>=1: rescore.engine.gpus).
-# On a GPU it asks for the device memory its heaviest submission needs (gpu_mem_mib: rescore.engine.shards).
-from rescore.engine.gpus import memory_resources, shard_slot, slot_resources
+# On a GPU a shard whose heaviest submission needs a large share of the device is heavy (gpu_heavy=1:
+# rescore.engine.shards), and only a few heavy shards run on a GPU at once.
+from rescore.engine.gpus import heavy_resources, shard_slot, slot_resources
 
 
 rule check_shard:
@@ -27,7 +28,7 @@ rule check_shard:
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
         **slot_resources(GPUS, lambda wildcards: shard_slot(int(wildcards.shard), GPUS)),
-        **(memory_resources(GPUS, lambda wildcards: shard_slot(int(wildcards.shard), GPUS), check_shard_memory)
+        **(heavy_resources(GPUS, lambda wildcards: shard_slot(int(wildcards.shard), GPUS), check_shard_heavy)
            if GPU_MEMORY_MIB else {}),
     log:
         "results/logs/check/{dump}/shard-{shard}.log",

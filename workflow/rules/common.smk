@@ -3,8 +3,8 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from rescore.engine import degenerate
-from rescore.engine.gpus import host_gpus, memory_limits
-from rescore.engine.shards import memory_limit_mib, shard_count, shard_memory_mib, shard_priority, shard_threads
+from rescore.engine.gpus import heavy_limits, host_gpus, run_device
+from rescore.engine.shards import HEAVY_SHARE, shard_count, shard_is_heavy, shard_priority, shard_threads, usable_memory_mib
 
 
 configfile: "config/config.yaml"
@@ -35,13 +35,13 @@ def degenerate_files(wildcards):
 
 def check_shard_priority(wildcards, input):
     """A check shard's Snakemake priority: the longest shards first (their expected seconds), where
-    more shards than cores wait (`shards.shard_priority`)."""
-    return shard_priority(input.manifest, int(wildcards.shard), int(config["shards"]), config["device"], GPUS)
+    more shards than cores wait (`shards.shard_priority`), by the costs of the device the shards run on."""
+    return shard_priority(input.manifest, int(wildcards.shard), int(config["shards"]), RUN_DEVICE, GPUS)
 
 
-def check_shard_memory(wildcards, input):
-    """The device memory, in MiB, a check shard asks Snakemake for (`shards.shard_memory_mib`)."""
-    return shard_memory_mib(input.manifest, int(wildcards.shard), int(config["shards"]), GPUS, GPU_MEMORY_MIB)
+def check_shard_heavy(wildcards, input):
+    """1 for a check shard whose heaviest submission needs a large share of the GPU (`shards.shard_is_heavy`)."""
+    return shard_is_heavy(input.manifest, int(wildcards.shard), int(config["shards"]), GPUS, GPU_MEMORY_MIB)
 
 
 def shard_files(pattern, own_dump=False):
@@ -62,15 +62,13 @@ except WorkflowError:  # no --cores given (a dry run, --report, --lint): no job 
 # The GPUs the check shards and the GPU stages spread over, one slot each (rescore.engine.gpus): the
 # config's `gpus` (`--config gpus=4`), else those torch sees on a CUDA run; 0 or 1 changes nothing.
 GPUS = host_gpus(config.get("gpus", "auto"), config["device"])
-# The device memory the check shards on one GPU ask for together (rescore.engine.shards): each asks for
-# what its heaviest submission reserved in a GPU run, at most this limit, which `--resources
-# gpu_mem_mib=N` (gpu_mem_mib_<g> with several GPUs) lowers or raises.
-GPU_MEMORY_MIB = memory_limit_mib(config.get("gpu_memory_gib", "auto"), GPUS) if config["device"] != "cpu" else 0
-for _name, _limit in memory_limits(GPUS, GPU_MEMORY_MIB).items():
-    if _name in workflow.global_resources:
-        _given = workflow.global_resources[_name]
-        GPU_MEMORY_MIB = min(GPU_MEMORY_MIB, int(getattr(_given, "value", _given)))
-    else:
+# The device the check shards run on (`auto` resolved as they resolve it), whose costs order them.
+RUN_DEVICE = run_device(config["device"])
+# At most HEAVY_SHARE heavy check shards on a GPU at once (rescore.engine.shards), unless --resources
+# gpu_heavy=N (gpu_heavy_<g> with several GPUs) says otherwise; the GPU's usable memory tells which are heavy.
+GPU_MEMORY_MIB = usable_memory_mib(config.get("gpu_memory_gib", "auto"), GPUS) if RUN_DEVICE == "cuda" else 0
+for _name, _limit in heavy_limits(GPUS if GPU_MEMORY_MIB else 0, HEAVY_SHARE).items():
+    if _name not in workflow.global_resources:
         workflow.register_resource(_name, _limit)
 CPU_ENV = "../../envs/cpu.yaml"
 # Whether robustness findings (special values, extreme magnitudes, cancellation, one toolchain's

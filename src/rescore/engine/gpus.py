@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from rescore.runtime.device import gpu_count
+from rescore.runtime.device import gpu_count, resolve_device
 
 
 def host_gpus(setting: int | str | None, device: str) -> int:
@@ -33,6 +33,14 @@ def host_gpus(setting: int | str | None, device: str) -> int:
     if device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl")):
         return 0
     return gpu_count()
+
+
+def run_device(device: str) -> str:
+    """The device a run's jobs resolve `device` to (`runtime.device.resolve_device`, as the check shards
+    do), without importing torch where no NVIDIA driver is: `auto` is the CPU there."""
+    if device == "auto" and not os.path.exists("/dev/nvidiactl"):
+        return "cpu"
+    return resolve_device(device)
 
 
 def shard_slot(index: int, gpus: int) -> int | None:
@@ -59,24 +67,24 @@ def slot_resources(gpus: int, slot_of: Callable[[Any], int | None]) -> dict[str,
     return {f"gpu_{g}": (lambda wildcards, g=g: int(slot_of(wildcards) == g)) for g in range(gpus)}
 
 
-MEMORY = "gpu_mem_mib"  # the device memory a check shard asks for (`shards.shard_memory_mib`)
+HEAVY = "gpu_heavy"  # a check shard whose heaviest submission needs a large share of its device (`shards.HEAVY_SHARE`)
 
 
-def memory_resources(gpus: int, slot_of: Callable[[Any], int | None],
-                     mib_of: Callable[[Any, Any], int]) -> dict[str, Callable[[Any, Any], int]]:
-    """Snakemake resources of a rule whose job asks `mib_of(wildcards, input)` MiB of its device's memory:
-    `gpu_mem_mib` with one GPU, `gpu_mem_mib_<g>` of its own slot g with several (0 of the others)."""
+def heavy_resources(gpus: int, slot_of: Callable[[Any], int | None],
+                    heavy_of: Callable[[Any, Any], int]) -> dict[str, Callable[[Any, Any], int]]:
+    """Snakemake resources of a rule whose job is heavy on its device when `heavy_of(wildcards, input)` is 1:
+    `gpu_heavy` with one GPU, `gpu_heavy_<g>` of its own slot g with several (0 of the others)."""
     if gpus <= 1:
-        return {MEMORY: lambda wildcards, input: mib_of(wildcards, input)}
-    return {f"{MEMORY}_{g}": (lambda wildcards, input, g=g: mib_of(wildcards, input) if slot_of(wildcards) == g else 0)
+        return {HEAVY: lambda wildcards, input: heavy_of(wildcards, input)}
+    return {f"{HEAVY}_{g}": (lambda wildcards, input, g=g: heavy_of(wildcards, input) if slot_of(wildcards) == g else 0)
             for g in range(gpus)}
 
 
-def memory_limits(gpus: int, limit_mib: int) -> dict[str, int]:
-    """The limits of `memory_resources`, `limit_mib` per device; none without a limit (0) or a GPU."""
-    if gpus < 1 or limit_mib <= 0:
+def heavy_limits(gpus: int, at_once: int) -> dict[str, int]:
+    """The limits of `heavy_resources`: `at_once` heavy jobs per device; none without a GPU."""
+    if gpus < 1:
         return {}
-    return {MEMORY: limit_mib} if gpus == 1 else {f"{MEMORY}_{g}": limit_mib for g in range(gpus)}
+    return {HEAVY: at_once} if gpus == 1 else {f"{HEAVY}_{g}": at_once for g in range(gpus)}
 
 
 def visible_device(slot: int, inherited: str | None = None) -> str:

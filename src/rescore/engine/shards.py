@@ -18,21 +18,22 @@ resumed run, gives every shard the same submissions. Which shard runs a
 submission changes no result, only when it is done. A dump never gets more shards than it has
 submissions to run (`shard_count`).
 
-On a GPU a shard also asks Snakemake for the device memory its heaviest submission reserved in a
-GPU run (`shard_memory_mib`, from `shard_memory.cuda.json`, written by `tools/shard_costs.py
---memory`), against the device's usable memory as a resource limit (`workflow/rules/common.smk`).
-On an H100 the seven heaviest one-submission shards, started together by their priority, asked for
-137 GiB of 71 and spent minutes waiting for one another while holding seven of the sixteen cores;
-held back by Snakemake instead, they leave those cores to shards that fit beside them. A
-submission no GPU run has measured asks for nothing, and the device's ledger (`sharing.py`) still
-decides every reservation at run time.
+On a GPU a shard whose heaviest submission reserved at least a third of the device's memory in a
+GPU run (`shard_memory.cuda.json`, written by `tools/shard_costs.py --memory`) is heavy
+(`shard_is_heavy`), and Snakemake runs at most three heavy shards on a device at once (the resource
+`gpu_heavy`, `workflow/rules/common.smk`). Their priority (the longest first) still starts them
+first. On an H100 the seven heaviest one-submission shards, started together, asked for 137 GiB of
+71 and spent minutes waiting for one another's memory while holding seven of the sixteen cores.
+Asking each shard for its heaviest submission's memory instead (9b1d577's first form) kept the heavy
+shards waiting behind lighter ones that fit, until the end: they ran one after another, and the last
+18 verdicts took from minute 14 to 21.1. Lighter shards ask for nothing; the device's ledger
+(`sharing.py`) decides every reservation when it is made.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
 import statistics
 from pathlib import Path
 
@@ -155,30 +156,39 @@ def load_memory(path: Path | None = None) -> dict[str, float]:
     return load_costs(path or shard_memory_file())
 
 
-def memory_limit_mib(setting: float | str | None, gpus: int) -> int:
-    """The device memory, in MiB, the check shards on one GPU may ask Snakemake for together: the
-    share the device's ledger lends (`sharing.USABLE`) of the config's `gpu_memory_gib` where it is a
-    number, else of the smallest GPU's memory (`nvidia-smi`); 0, no limit, with no GPU, where nvidia-smi
-    is missing (a SLURM login node) or where the config says 0."""
+# A shard is heavy when its heaviest submission reserved at least 1/HEAVY_SHARE of the device's usable
+# memory; HEAVY_SHARE of them may run on one device at once (`heavy_limits`): on an H100, the seven
+# heaviest of CUDA-L1's shards, three at a time. `python bench/schedule_replay.py RESULTS` replays a
+# finished H100 run's check stage (each shard's own seconds there, Snakemake's choice of jobs, 16
+# cores): from the run at 9b1d577 the last shard ends at 10.7 min (none held back: 10.9), from the
+# one at c94eeba at 14.2 (14.2); a quarter of the device and four at a time gave 10.7 and 15.5. With
+# each shard asking for its heaviest submission's memory, as the run at 9b1d577 did, it gives 21.4
+# (measured: 20.9). The replay cannot show what sharing the device costs; a GPU run measures that.
+HEAVY_SHARE = 3
+
+
+def usable_memory_mib(setting: float | str | None, gpus: int) -> int:
+    """The device memory, in MiB, the device's ledger lends (`sharing.USABLE`) of the config's
+    `gpu_memory_gib` where it is a number, else of the smallest GPU's memory (`nvidia-smi`); 0 with no
+    GPU, where nvidia-smi is missing (a SLURM login node) or where the config says 0."""
     if gpus < 1 or setting == 0:
         return 0
     total = float(setting) * 1024 if setting not in (None, "auto") else gpu_memory_mib()
     return int(USABLE * total) if total else 0
 
 
-def shard_memory_mib(manifest: str | Path, shard: int, shards: int, gpus: int, limit_mib: int,
-                     memory: dict[str, float] | None = None) -> int:
-    """The device memory, in MiB, check shard `shard` asks Snakemake for on a GPU: the most its heaviest
-    submission reserved in a GPU run (`load_memory`; a shard runs its submissions one at a time), at
-    most `limit_mib` (the device's usable memory, so that the heaviest can still run alone); 0 where
-    none of its submissions was measured, or before the dump is read (a dry run)."""
+def shard_is_heavy(manifest: str | Path, shard: int, shards: int, gpus: int, usable_mib: int,
+                   memory: dict[str, float] | None = None) -> int:
+    """1 when check shard `shard`'s heaviest submission reserved at least 1/HEAVY_SHARE of `usable_mib`
+    in a GPU run (`load_memory`), else 0: also where none of its submissions was measured, where the
+    device's memory is unknown, or before the dump is read (a dry run)."""
     path = Path(manifest)
-    if limit_mib <= 0 or not path.is_file():
+    if usable_mib <= 0 or not path.is_file():
         return 0
     assignment, _, _ = _plan(str(path), path.stat().st_mtime_ns, shards, "cuda", gpus)
     gib = load_memory() if memory is None else memory
     heaviest = max((gib.get(sid, 0.0) for sid, k in assignment.items() if k == shard), default=0.0)
-    return min(limit_mib, math.ceil(heaviest * 1024))
+    return int(heaviest * 1024 * HEAVY_SHARE >= usable_mib)
 
 
 def shard_count(manifest: str | Path, shards: int) -> int:

@@ -1,0 +1,115 @@
+"""Replay a GPU run's check stage under other rules for which check shards Snakemake may start together:
+
+python bench/schedule_replay.py RESULTS_DIR [--cores 16] [--usable-gib 71.7] [--memory FILE]
+
+Each check shard takes the seconds its log says it took in that run (`shard K: done in S s`), each
+degenerate job the span of its log; Snakemake's MILP choice (the most priority, then the most jobs,
+within the free cores and resources) picks what starts whenever a job ends, the degenerate jobs first
+(`degenerate.PRIORITY`) and the shards by their priority (`shards.shard_priority`: the expected seconds
+of their submissions, by the GPU costs). It prints when the last shard ends under each rule:
+
+  none     nothing held back;
+  heavy    at most HEAVY_SHARE heavy shards at once (`shards.shard_is_heavy`: the rule the workflow uses);
+  memory   each shard asks for its heaviest submission's reservation, against the usable memory.
+
+The replay keeps each shard's measured seconds whatever runs beside it, so it shows what an order
+costs (a shard kept waiting to the end), not what sharing the device costs: that only a GPU run
+measures. The shards, their submissions and the memory come from the run's phase table and
+`--memory` (default: the package's `shard_memory.cuda.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+from pathlib import Path
+
+import pandas as pd
+import pulp
+
+from rescore.engine.degenerate import PRIORITY
+from rescore.engine.shards import COSTS_CUDA, HEAVY_SHARE, load_costs, load_memory, weights
+
+_DONE = re.compile(r"done in ([\d.]+) s")
+_AT = "%Y-%m-%d %H:%M:%S,%f"
+
+
+def shard_jobs(results: Path, memory: dict[str, float]) -> dict[tuple[str, int], dict]:
+    """(dump, shard) -> its measured seconds, priority and heaviest submission's GiB."""
+    phases = pd.read_parquet(results / "tables" / "phases.parquet", columns=["dump", "shard", "submission_id"])
+    costs = load_costs(COSTS_CUDA)
+    jobs = {}
+    for (dump, shard), rows in phases.drop_duplicates().groupby(["dump", "shard"]):
+        log = results / "logs" / "check" / dump / f"shard-{shard}.log"
+        done = _DONE.search(log.read_text()) if log.exists() else None
+        if done is None:
+            raise SystemExit(f"{log}: no 'done in' line; replay a run whose check stage finished")
+        ids = list(rows["submission_id"])
+        weight = weights(ids, costs)
+        jobs[(dump, int(shard))] = {"seconds": float(done[1]), "priority": round(sum(weight.values())),
+                                    "gib": max(memory.get(i, 0.0) for i in ids)}
+    return jobs
+
+
+def degenerate_jobs(results: Path) -> dict[tuple[str, int], dict]:
+    jobs = {}
+    for k, log in enumerate(sorted((results / "logs" / "degenerate").glob("*/shard-*.log"))):
+        lines = log.read_text().splitlines()
+        if lines:
+            span = dt.datetime.strptime(lines[-1][:23], _AT) - dt.datetime.strptime(lines[0][:23], _AT)
+            jobs[("degenerate", k)] = {"seconds": span.total_seconds(), "priority": PRIORITY, "gib": 0.0}
+    return jobs
+
+
+def replay(jobs: dict, ask: dict, limit: float, cores: int) -> float:
+    """Seconds until the last check shard ends when each job asks `ask[job]` of `limit`."""
+    ready, running, now, last = set(jobs), {}, 0.0, 0.0
+    while ready or running:
+        free_cores, free = cores - len(running), limit - sum(ask[j] for j in running)
+        fits = sorted((j for j in ready if ask[j] <= free), key=str)
+        if fits and free_cores > 0:
+            prob = pulp.LpProblem("select", pulp.LpMaximize)
+            new = getattr(prob, "add_variable", None) or pulp.LpVariable  # PuLP 3.3's, and older PuLP's
+            x = {j: new(f"x{i}", cat="Binary") for i, j in enumerate(fits)}
+            prob += 2 * cores * pulp.lpSum(jobs[j]["priority"] * x[j] for j in fits) + pulp.lpSum(x.values())
+            prob += pulp.lpSum(x.values()) <= free_cores
+            prob += pulp.lpSum(ask[j] * x[j] for j in fits) <= free
+            solver = pulp.LpSolverDefault  # the solver Snakemake's scheduler uses by default
+            solver.msg = False
+            prob.solve(solver)
+            for j in fits:
+                if x[j].value() > 0.5:
+                    running[j] = now + jobs[j]["seconds"]
+                    ready.discard(j)
+        now = min(running.values())
+        for j in [j for j, end in running.items() if end == now]:
+            del running[j]
+            if j[0] != "degenerate":
+                last = now
+    return last
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results")
+    parser.add_argument("--cores", type=int, default=16)
+    parser.add_argument("--usable-gib", type=float, default=0.9 * 81559 / 1024, help="default: an H100's")
+    parser.add_argument("--memory", help="submission_id -> GiB (default: the package's shard_memory.cuda.json)")
+    args = parser.parse_args()
+    results = Path(args.results)
+    memory = load_memory(Path(args.memory) if args.memory else None)
+    jobs = {**shard_jobs(results, memory), **degenerate_jobs(results)}
+    heavy = {j: int(v["gib"] * HEAVY_SHARE >= args.usable_gib) for j, v in jobs.items()}
+    rules = {"none": ({j: 0 for j in jobs}, 1),
+             "heavy": (heavy, HEAVY_SHARE),
+             "memory": ({j: min(v["gib"], args.usable_gib) for j, v in jobs.items()}, args.usable_gib)}
+    shards = sum(1 for j in jobs if j[0] != "degenerate")
+    print(f"{results}: {shards} check shards, {len(jobs) - shards} degenerate jobs, {args.cores} cores, "
+          f"{sum(heavy.values())} heavy shards")
+    for name, (ask, limit) in rules.items():
+        print(f"  {name:7s} the last check shard ends at {replay(jobs, ask, limit, args.cores) / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
