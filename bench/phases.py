@@ -149,6 +149,9 @@ def summary(results: Path, top: int = 12) -> dict:
         if "reserved_bytes" in phases:  # the submissions that held the most device memory (a GPU run)
             held = phases.groupby("name")["reserved_bytes"].first().sort_values(ascending=False)
             out["most_reserved_gib"] = {k: round(int(v) / 2**30, 2) for k, v in held.head(top).items() if v > 0}
+        if "peak_bytes" in phases:  # what those submissions' tensors took at most: how pessimistic the reservation was
+            peak = phases.groupby("name")["peak_bytes"].first()
+            out["their_peak_gib"] = {k: round(int(peak[k]) / 2**30, 2) for k in out.get("most_reserved_gib", {})}
     else:
         frame = log_elapsed(results)
         cases = case_rows(results, ["name", "wall_ms"])

@@ -117,6 +117,16 @@ def test_the_phase_log_keeps_the_most_device_memory_a_submission_reserved(tmp_pa
     assert spent.reserved_bytes > CONTEXT_BYTES  # the context and the reference's expected peak
     rows = spent.rows(elapsed_s=1.0, case_s=0.5)
     assert {r["reserved_bytes"] for r in rows} == {spent.reserved_bytes}
+    assert {r["peak_bytes"] for r in rows} == {0}  # a CPU worker reports no tensors' peak
+
+
+def test_the_phase_log_keeps_the_largest_tensors_peak_a_worker_reported():
+    """A GPU worker's report on each request carries its tensors' peak since the last (`footprint.report`);
+    the submission's rows carry the largest, whatever came between, and a report without one changes nothing."""
+    spent = PhaseLog()
+    for memory in ({"peak": 3 << 30, "free": 10}, None, {"total": 80 << 30}, {"peak": 1 << 30}):
+        spent.observe_memory(memory)
+    assert {r["peak_bytes"] for r in spent.rows(elapsed_s=1.0, case_s=0.5)} == {3 << 30}
 
 
 def test_shard_costs_from_a_cut_short_runs_phase_files(tmp_path):

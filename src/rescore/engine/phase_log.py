@@ -33,6 +33,9 @@ class PhaseLog:
         # The most device memory its requests reserved (`sharing.DeviceShare.needed`: the estimate the
         # ledger granted; 0 where nothing is reserved, a CPU): what keeps it from running beside others.
         self.reserved_bytes = 0
+        # The most device memory its worker's tensors took in one request (torch's max_memory_allocated,
+        # the worker's report): what it used, against what was reserved for it.
+        self.peak_bytes = 0
 
     def add(self, phase: str, seconds: float, calls: int = 1) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + max(0.0, seconds)
@@ -44,10 +47,14 @@ class PhaseLog:
             if isinstance(s, (int, float)) and not isinstance(s, bool):
                 self.add(str(phase), float(s))
 
+    def observe_memory(self, memory: dict | None) -> None:
+        """Take in a worker's memory report on a request (`protocol.MEMORY_KEY`): its tensors' peak."""
+        self.peak_bytes = max(self.peak_bytes, int((memory or {}).get("peak") or 0))
+
     def rows(self, elapsed_s: float, case_s: float, **columns: object) -> list[dict]:
         """One row per phase, `parent` holding what the others leave of `elapsed_s`; each row also
         carries the submission's elapsed time, its cases' own time (`case_s`), the largest share of a
-        call's limit it used and the most device memory it reserved."""
+        call's limit it used, the most device memory it reserved and the most its tensors took."""
         parent = elapsed_s - sum(self.seconds.values())
         spent = dict(self.seconds)
         if parent > 0:
@@ -55,7 +62,7 @@ class PhaseLog:
         return [
             dict(columns, phase=phase, seconds=round(s, 6), calls=self.calls.get(phase, 1),
                  elapsed_s=round(elapsed_s, 6), case_s=round(case_s, 6), limit_use=round(self.limit_use, 4),
-                 reserved_bytes=int(self.reserved_bytes))
+                 reserved_bytes=int(self.reserved_bytes), peak_bytes=int(self.peak_bytes))
             for phase, s in sorted(spent.items())
         ]
 

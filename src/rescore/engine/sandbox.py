@@ -491,7 +491,10 @@ class Worker:
         if self.phases is not None:
             self.phases.limit_use = max(self.phases.limit_use, clock.most_used)
         self.last_rss = int(result.pop(RSS_KEY, 0) or 0)
-        self.share.observe(result.pop(MEMORY_KEY, None))
+        memory = result.pop(MEMORY_KEY, None)
+        self.share.observe(memory)
+        if self.phases is not None:
+            self.phases.observe_memory(memory)
         self.peak_rss = max(self.peak_rss, self.last_rss)
         if status == Status.RESTART:
             self._kill()

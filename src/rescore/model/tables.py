@@ -165,6 +165,7 @@ SCHEMAS["phases"] = pa.schema(
         ("case_s", _F),  # its cases' own time (their `wall_ms`)
         ("limit_use", _F),  # the largest share of its limit a candidate's call used (`worker/turns.py`)
         ("reserved_bytes", _I),  # the most device memory its requests reserved (engine/sharing.py); 0 on a CPU
+        ("peak_bytes", _I),  # the most device memory its worker's tensors took in one request; 0 on a CPU
     ]
 )
 
