@@ -150,41 +150,24 @@ def test_shard_costs_from_a_cut_short_runs_phase_files(tmp_path):
     assert json.loads(out.read_text()) == {"a": 5.0, "b": 41.5}
 
 
-def test_shard_memory_from_the_phase_table_and_from_the_ledgers_log_lines(tmp_path):
+def test_shard_memory_from_the_phase_table(tmp_path):
     """tools/shard_costs.py --memory: each submission's largest reservation in GiB, from the phase table's
-    `reserved_bytes` (none for a submission that reserved nothing), or from the lines the ledger logged
-    before that submission's end line in its shard's log; --merge keeps the larger of two runs'."""
+    `reserved_bytes` (none for a submission that reserved nothing); --merge keeps the larger of two runs'."""
     import subprocess
     import sys
 
     results = tmp_path / "results"
     (results / "tables").mkdir(parents=True)
-    pd.DataFrame([("a", "candidate", 3 << 30), ("a", "fixed", 3 << 30), ("b", "candidate", 0)],
+    pd.DataFrame([("a", "candidate", 3 << 30), ("a", "fixed", 3 << 30), ("b", "candidate", 0), ("c", "fixed", 1 << 29)],
                  columns=["submission_id", "phase", "reserved_bytes"]).to_parquet(results / "tables" / "phases.parquet")
-    pd.DataFrame([("d", "first", "a"), ("d", "second", "b")], columns=["dump", "name", "submission_id"]).to_parquet(
-        results / "tables" / "submissions.parquet")
-    logs = results / "logs" / "check" / "d"
-    logs.mkdir(parents=True)
-    at = "2026-12-07 10:00:00,000 INFO"
-    (logs / "shard-0.log").write_text("\n".join([
-        f"{at} shard 0 of 1: 2 submissions, 10 cases (full setting on cuda)",
-        f"{at} granted 1.53 GiB of gpu-0's memory after 0.0 s on the device's measured free memory (19.19 GiB free)",
-        f"{at} waited 60.0 s for 19.27 GiB of gpu-0's memory (capacity 71.26 GiB; the others hold 99.58 GiB in 13 "
-        "reservations, the largest 25.88 GiB; 8 waiting); granted at its wait limit (17.73 GiB more asked)",
-        f"{at} first: 5 cases, 0 flagged (10.0 s for 2.0 s of cases)",
-        f"{at} no room reported on gpu-0 after 60.0 s for 512.00 MiB",
-        f"{at} second: 5 cases, 1 flagged (3.0 s for 1.0 s of cases)",
-        f"{at} shard 0: done in 13.0 s"]) + "\n")
     out = tmp_path / "memory.json"
     tool = [sys.executable, str(REPO / "tools" / "shard_costs.py"), str(results), "--memory", "--out", str(out)]
     assert subprocess.run(tool, capture_output=True, text=True, timeout=120).returncode == 0
-    assert json.loads(out.read_text()) == {"a": 3.0}
-    r = subprocess.run([*tool, "--from-logs", "--merge"], capture_output=True, text=True, timeout=120)
+    assert json.loads(out.read_text()) == {"a": 3.0, "c": 0.5}
+    out.write_text(json.dumps({"a": 40.0, "c": 0.25, "d": 1.0}))
+    r = subprocess.run([*tool, "--merge"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert json.loads(out.read_text()) == {"a": 19.27, "b": 0.5}  # the largest the log names for each
-    out.write_text(json.dumps({"a": 40.0, "c": 1.0}))
-    assert subprocess.run([*tool, "--merge"], capture_output=True, text=True, timeout=120).returncode == 0
-    assert json.loads(out.read_text()) == {"a": 40.0, "c": 1.0}
+    assert json.loads(out.read_text()) == {"a": 40.0, "c": 0.5, "d": 1.0}
 
 
 def test_a_worker_started_ahead_is_the_one_the_first_request_runs_in():

@@ -4,8 +4,7 @@ python tools/shard_costs.py RESULTS_DIR [--out src/rescore/corpus/shard_costs.js
 python tools/shard_costs.py RESULTS_DIR --from-logs [--snakemake-log FILE]
                             [--out src/rescore/corpus/shard_costs.cuda.json] [--merge]
 python tools/shard_costs.py RESULTS_DIR --from-phases [--out src/rescore/corpus/shard_costs.cuda.json] [--merge]
-python tools/shard_costs.py RESULTS_DIR --memory [--from-logs] [--out src/rescore/corpus/shard_memory.cuda.json]
-                            [--merge]
+python tools/shard_costs.py RESULTS_DIR --memory [--out src/rescore/corpus/shard_memory.cuda.json] [--merge]
 
 From the cases table (the default), a submission's cost is the seconds its candidate calls took
 (`wall_ms`) plus 5 ms per executed case for the harness's own work. `--from-logs` reads the check
@@ -20,10 +19,8 @@ the balance between shards depends on these numbers, never a result. Its output 
 committed: the check shards of every later run read it (`engine/shards.py`).
 
 `--memory` writes, instead of seconds, the GiB of device memory each submission of a GPU run reserved at
-most: from the phase table's `reserved_bytes`, or with `--from-logs` from the shard logs' lines of
-the device's ledger (the grants it logged and the room a retry waited for, each charged to the
-submission whose end line follows it; a grant it did not log is not seen). A GPU run's check shards
-ask Snakemake for them (`engine/shards.py`); with `--merge` a submission keeps the larger figure.
+most (the phase table's `reserved_bytes`). A GPU run's check shards read them to tell the heavy ones
+(`engine/shards.py`); with `--merge` a submission keeps the larger figure.
 
 `--merge` keeps the submissions the file at `--out` already lists and this run did not time (another
 dump's, another run's). `--replay SHARDS SLOTS` also replays the measured seconds through the assignment each cost file
@@ -75,50 +72,12 @@ def from_phases(results: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in own.items()}
 
 
-# The ledger's log lines that name a submission's reservation (engine/sharing.py, engine/sandbox.py)
-_RESERVED = re.compile(r"(?:waited [\d.]+ s for|granted|no room reported on \S+ after [\d.]+ s for) "
-                       r"([\d.]+) (TiB|GiB|MiB|KiB|bytes)\b")
-_UNIT = {"TiB": 2**40, "GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "bytes": 1}
-
-
 def memory_from_phases(results: Path) -> dict[str, float]:
     """submission_id -> GiB its requests reserved at most (the phase table's `reserved_bytes`), for those
     that reserved any."""
     rows = _phase_rows(results, ["submission_id", "reserved_bytes"])
     most = rows.groupby("submission_id")["reserved_bytes"].max()
     return {str(k): float(v) / 2**30 for k, v in most.items() if v > 0}
-
-
-def memory_from_logs(results: Path) -> dict[str, float]:
-    """submission_id -> GiB of the largest reservation the shard logs name for it (`_RESERVED`)."""
-    ids = submission_ids(results)
-    most: dict[str, float] = {}
-    for log in sorted((results / "logs" / "check").glob("*/shard-*.log")):
-        largest = 0.0
-        for line in log.read_text().splitlines():
-            m = _RESERVED.search(line)
-            if m:
-                largest = max(largest, float(m[1]) * _UNIT[m[2]] / 2**30)
-            end = SHARD_LOG_LINE.match(line)
-            if end and end["name"]:
-                sid = ids.get((log.parent.name, end["name"]))
-                if sid and largest:
-                    most[sid] = max(most.get(sid, 0.0), largest)
-                largest = 0.0
-    return most
-
-
-def submission_ids(results: Path) -> dict[tuple[str, str], str]:
-    """(dump, name) -> submission_id, from the dumps' manifests, else the submissions table (a packed run)."""
-    ids = {}
-    for manifest in (results / "ingest").glob("*/manifest.json"):
-        for s in map(submission_from_dict, json.loads(manifest.read_text())):
-            ids[(manifest.parent.name, s.name)] = s.submission_id
-    table = results / "tables" / "submissions.parquet"
-    if not ids and table.exists():
-        subs = pd.read_parquet(table, columns=["dump", "name", "submission_id"])
-        ids = {(d, n): str(i) for d, n, i in subs.itertuples(index=False)}
-    return ids
 
 
 def _phase_rows(results: Path, columns: list[str]) -> pd.DataFrame:
@@ -194,7 +153,7 @@ def main() -> None:
     results = Path(args.results)
     if args.memory:
         args.out = args.out or str(SHARD_MEMORY_CUDA)
-        found = memory_from_logs(results) if args.from_logs else memory_from_phases(results)
+        found = memory_from_phases(results)
         kept = load_costs(Path(args.out)) if args.merge else {}
         doc = {k: round(max(v, kept.get(k, 0.0)), 2) for k, v in found.items()}
         doc = dict(sorted({**kept, **doc}.items()))
