@@ -29,7 +29,8 @@ import pandas as pd
 import pulp
 
 from rescore.engine.degenerate import PRIORITY
-from rescore.engine.shards import COSTS_CUDA, HEAVY_SHARE, load_costs, load_memory, weights
+from rescore.engine.shards import COSTS_CUDA, HEAVY_SHARE, is_heavy, load_costs, load_memory, weights
+from rescore.engine.sharing import USABLE
 
 _DONE = re.compile(r"done in ([\d.]+) s")
 _AT = "%Y-%m-%d %H:%M:%S,%f"
@@ -39,15 +40,18 @@ def shard_jobs(results: Path, memory: dict[str, float]) -> dict[tuple[str, int],
     """(dump, shard) -> its measured seconds, priority and heaviest submission's GiB."""
     phases = pd.read_parquet(results / "tables" / "phases.parquet", columns=["dump", "shard", "submission_id"])
     costs = load_costs(COSTS_CUDA)
+    phases = phases.drop_duplicates()
+    weight = {}  # as the dump's assignment weighs them (`shards.shard_assignment`; the builds left out)
+    for _, rows in phases.groupby("dump"):
+        weight.update(weights(list(rows["submission_id"]), costs))
     jobs = {}
-    for (dump, shard), rows in phases.drop_duplicates().groupby(["dump", "shard"]):
+    for (dump, shard), rows in phases.groupby(["dump", "shard"]):
         log = results / "logs" / "check" / dump / f"shard-{shard}.log"
         done = _DONE.search(log.read_text()) if log.exists() else None
         if done is None:
             raise SystemExit(f"{log}: no 'done in' line; replay a run whose check stage finished")
         ids = list(rows["submission_id"])
-        weight = weights(ids, costs)
-        jobs[(dump, int(shard))] = {"seconds": float(done[1]), "priority": round(sum(weight.values())),
+        jobs[(dump, int(shard))] = {"seconds": float(done[1]), "priority": round(sum(weight[i] for i in ids)),
                                     "gib": max(memory.get(i, 0.0) for i in ids)}
     return jobs
 
@@ -94,13 +98,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results")
     parser.add_argument("--cores", type=int, default=16)
-    parser.add_argument("--usable-gib", type=float, default=0.9 * 81559 / 1024, help="default: an H100's")
+    parser.add_argument("--usable-gib", type=float, default=USABLE * 81559 / 1024, help="default: an H100's")
     parser.add_argument("--memory", help="submission_id -> GiB (default: the package's shard_memory.cuda.json)")
     args = parser.parse_args()
     results = Path(args.results)
     memory = load_memory(Path(args.memory) if args.memory else None)
     jobs = {**shard_jobs(results, memory), **degenerate_jobs(results)}
-    heavy = {j: int(v["gib"] * HEAVY_SHARE >= args.usable_gib) for j, v in jobs.items()}
+    heavy = {j: int(is_heavy(v["gib"], int(args.usable_gib * 1024))) for j, v in jobs.items()}
     rules = {"none": ({j: 0 for j in jobs}, 1),
              "heavy": (heavy, HEAVY_SHARE),
              "memory": ({j: min(v["gib"], args.usable_gib) for j, v in jobs.items()}, args.usable_gib)}

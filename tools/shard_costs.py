@@ -137,6 +137,16 @@ def replay(measured: dict[str, float], costs: dict[str, float], shards: int, slo
     return max(load), end
 
 
+def write(out: Path, found: dict[str, float], merge: bool, digits: int, keep_larger: bool = False) -> dict[str, float]:
+    """Write `found` to `out` (with `merge`, beside what `out` lists and `found` does not, or where
+    `keep_larger`, the larger of the two); returns what was written."""
+    kept = load_costs(out) if merge else {}
+    doc = {**kept, **{k: max(v, kept.get(k, v)) if keep_larger else v for k, v in found.items()}}
+    doc = {k: round(v, digits) for k, v in sorted(doc.items())}
+    out.write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
+    return doc
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results")
@@ -153,11 +163,7 @@ def main() -> None:
     results = Path(args.results)
     if args.memory:
         args.out = args.out or str(SHARD_MEMORY_CUDA)
-        found = memory_from_phases(results)
-        kept = load_costs(Path(args.out)) if args.merge else {}
-        doc = {k: round(max(v, kept.get(k, 0.0)), 2) for k, v in found.items()}
-        doc = dict(sorted({**kept, **doc}.items()))
-        Path(args.out).write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
+        doc = write(Path(args.out), memory_from_phases(results), args.merge, digits=2, keep_larger=True)
         print(f"{args.out}: {len(doc)} submissions, the largest {max(doc.values(), default=0):.2f} GiB")
         return
     args.out = args.out or str(COSTS_CUDA if args.from_logs or args.from_phases else COSTS)
@@ -171,9 +177,7 @@ def main() -> None:
         for label, costs in (("before", load_costs(Path(args.before or args.out))), ("after", cost)):
             slowest, stage = replay(cost, costs, *args.replay)
             print(f"{label}: slowest shard {slowest:.1f} s, check stage {stage:.1f} s")
-    kept = load_costs(Path(args.out)) if args.merge else {}
-    doc = {k: round(v, 1) for k, v in sorted({**kept, **cost}.items())}
-    Path(args.out).write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
+    doc = write(Path(args.out), cost, args.merge, digits=1)
     total, largest = sum(doc.values()), max(doc.values())
     print(f"{args.out}: {len(doc)} submissions, {total:.0f} s in all, the largest {largest:.0f} s")
 

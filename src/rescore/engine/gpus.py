@@ -27,12 +27,10 @@ from rescore.runtime.device import gpu_count, resolve_device
 def host_gpus(setting: int | str | None, device: str) -> int:
     """The number of GPUs a run spreads its jobs over: the config's `gpus` when it is a number (a
     profile's override, and the tests' fake counts), else the devices torch sees where the run is on
-    CUDA; 0 on the CPU, without importing torch (`auto` asks only where an NVIDIA driver is)."""
+    CUDA; 0 on the CPU, without importing torch (`auto` asks only where an NVIDIA driver is: `run_device`)."""
     if setting not in (None, "auto"):
         return max(0, int(setting))
-    if device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl")):
-        return 0
-    return gpu_count()
+    return gpu_count() if run_device(device) == "cuda" else 0
 
 
 def run_device(device: str) -> str:
@@ -75,7 +73,7 @@ def heavy_resources(gpus: int, slot_of: Callable[[Any], int | None],
     """Snakemake resources of a rule whose job is heavy on its device when `heavy_of(wildcards, input)` is 1:
     `gpu_heavy` with one GPU, `gpu_heavy_<g>` of its own slot g with several (0 of the others)."""
     if gpus <= 1:
-        return {HEAVY: lambda wildcards, input: heavy_of(wildcards, input)}
+        return {HEAVY: heavy_of}
     return {f"{HEAVY}_{g}": (lambda wildcards, input, g=g: heavy_of(wildcards, input) if slot_of(wildcards) == g else 0)
             for g in range(gpus)}
 

@@ -152,8 +152,20 @@ def shard_priority(manifest: str | Path, shard: int, shards: int, device: str, g
 
 
 def load_memory(path: Path | None = None) -> dict[str, float]:
-    """submission_id -> GiB of device memory its requests reserved at most in a GPU run, or {}."""
-    return load_costs(path or shard_memory_file())
+    """submission_id -> GiB of device memory its requests reserved at most in a GPU run, or {}: read
+    once per version of the file (every check shard of a DAG asks)."""
+    path = path or shard_memory_file()
+    return _memory(str(path), path.stat().st_mtime_ns if path.is_file() else 0)
+
+
+@functools.lru_cache(maxsize=4)
+def _memory(path: str, modified_ns: int) -> dict[str, float]:
+    return load_costs(Path(path))
+
+
+def is_heavy(gib: float, usable_mib: int) -> bool:
+    """Whether a submission that reserved `gib` needs at least 1/HEAVY_SHARE of a device's `usable_mib`."""
+    return usable_mib > 0 and gib * 1024 * HEAVY_SHARE >= usable_mib
 
 
 # A shard is heavy when its heaviest submission reserved at least 1/HEAVY_SHARE of the device's usable
@@ -177,18 +189,17 @@ def usable_memory_mib(setting: float | str | None, gpus: int) -> int:
     return int(USABLE * total) if total else 0
 
 
-def shard_is_heavy(manifest: str | Path, shard: int, shards: int, gpus: int, usable_mib: int,
-                   memory: dict[str, float] | None = None) -> int:
+def shard_is_heavy(manifest: str | Path, shard: int, shards: int, gpus: int, usable_mib: int) -> int:
     """1 when check shard `shard`'s heaviest submission reserved at least 1/HEAVY_SHARE of `usable_mib`
-    in a GPU run (`load_memory`), else 0: also where none of its submissions was measured, where the
-    device's memory is unknown, or before the dump is read (a dry run)."""
+    in a GPU run (`load_memory`, `is_heavy`), else 0: also where none of its submissions was measured,
+    where the device's memory is unknown, or before the dump is read (a dry run)."""
     path = Path(manifest)
     if usable_mib <= 0 or not path.is_file():
         return 0
     assignment, _, _ = _plan(str(path), path.stat().st_mtime_ns, shards, "cuda", gpus)
-    gib = load_memory() if memory is None else memory
-    heaviest = max((gib.get(sid, 0.0) for sid, k in assignment.items() if k == shard), default=0.0)
-    return int(heaviest * 1024 * HEAVY_SHARE >= usable_mib)
+    gib = load_memory()
+    return int(is_heavy(max((gib.get(sid, 0.0) for sid, k in assignment.items() if k == shard), default=0.0),
+                        usable_mib))
 
 
 def shard_count(manifest: str | Path, shards: int) -> int:
