@@ -16,6 +16,13 @@ The replay keeps each shard's measured seconds whatever runs beside it, so it sh
 costs (a shard kept waiting to the end), not what sharing the device costs: that only a GPU run
 measures. The shards, their submissions and the memory come from the run's phase table and
 `--memory` (default: the package's `shard_memory.cuda.json`).
+
+Then it deals the run's submissions out again as `shards.assign` does now, with each heavy
+submission in a shard of its own (`alone`), and without (as the run was dealt, by the same model),
+and replays both under the heavy rule. A dealt shard's seconds are modelled from its submissions'
+own in the run: their elapsed time less their builds, or their builds where those took longer (a
+shard builds in a thread of its own beside its other submissions), plus the run's median shard
+overhead against that sum; the model's error on the run's own shards is printed with it.
 """
 
 from __future__ import annotations
@@ -29,23 +36,52 @@ import pandas as pd
 import pulp
 
 from rescore.engine.degenerate import PRIORITY
-from rescore.engine.shards import COSTS_CUDA, HEAVY_SHARE, is_heavy, load_costs, load_memory, weights
+from rescore.engine.shards import (
+    COLD_BUILD_S,
+    COSTS_CUDA,
+    HEAVY_SHARE,
+    assign,
+    is_heavy,
+    load_costs,
+    load_memory,
+    weights,
+)
 from rescore.engine.sharing import USABLE
 
 _DONE = re.compile(r"done in ([\d.]+) s")
 _AT = "%Y-%m-%d %H:%M:%S,%f"
 
 
+def submission_seconds(results: Path) -> pd.DataFrame:
+    """One row per submission of the run: dump, shard, submission_id, `run` (its elapsed seconds less its
+    build) and `build` (its build's seconds), from the phase table."""
+    phases = pd.read_parquet(results / "tables" / "phases.parquet",
+                             columns=["dump", "shard", "submission_id", "phase", "seconds", "elapsed_s"])
+    keys = ["dump", "shard", "submission_id"]
+    subs = phases.drop_duplicates(keys)[[*keys, "elapsed_s"]]
+    build = phases[phases["phase"] == "build"].groupby(keys)["seconds"].sum().rename("build")
+    subs = subs.join(build, on=keys).fillna({"build": 0.0})
+    return subs.assign(run=subs["elapsed_s"] - subs["build"]).drop(columns="elapsed_s")
+
+
+def run_weights(subs: pd.DataFrame) -> dict[str, float]:
+    """submission_id -> expected seconds, as the run's assignment weighed it (`shards.shard_assignment`):
+    its cost over its dump, and a cold build for each submission that built in the run."""
+    costs = load_costs(COSTS_CUDA)
+    weight: dict[str, float] = {}
+    for _, rows in subs.groupby("dump"):
+        weight.update(weights(list(rows["submission_id"]), costs))
+    for sid in subs.loc[subs["build"] > 0, "submission_id"]:
+        weight[sid] += COLD_BUILD_S
+    return weight
+
+
 def shard_jobs(results: Path, memory: dict[str, float]) -> dict[tuple[str, int], dict]:
     """(dump, shard) -> its measured seconds, priority and heaviest submission's GiB."""
-    phases = pd.read_parquet(results / "tables" / "phases.parquet", columns=["dump", "shard", "submission_id"])
-    costs = load_costs(COSTS_CUDA)
-    phases = phases.drop_duplicates()
-    weight = {}  # as the dump's assignment weighs them (`shards.shard_assignment`; the builds left out)
-    for _, rows in phases.groupby("dump"):
-        weight.update(weights(list(rows["submission_id"]), costs))
+    subs = submission_seconds(results)
+    weight = run_weights(subs)
     jobs = {}
-    for (dump, shard), rows in phases.groupby(["dump", "shard"]):
+    for (dump, shard), rows in subs.groupby(["dump", "shard"]):
         log = results / "logs" / "check" / dump / f"shard-{shard}.log"
         done = _DONE.search(log.read_text()) if log.exists() else None
         if done is None:
@@ -54,6 +90,34 @@ def shard_jobs(results: Path, memory: dict[str, float]) -> dict[tuple[str, int],
         jobs[(dump, int(shard))] = {"seconds": float(done[1]), "priority": round(sum(weight[i] for i in ids)),
                                     "gib": max(memory.get(i, 0.0) for i in ids)}
     return jobs
+
+
+def modelled_seconds(rows: pd.DataFrame) -> float:
+    """A shard's seconds from its submissions' own, before its overhead: the builds run beside the rest."""
+    return max(float(rows["run"].sum()), float(rows["build"].sum()))
+
+
+def dealt_jobs(results: Path, memory: dict[str, float], usable_mib: int, alone: bool) -> tuple[dict, float]:
+    """(dump, shard) -> modelled seconds, priority and heaviest GiB, with the run's submissions dealt out
+    again into as many shards per dump as it had (`shards.assign`; heavy submissions alone or not);
+    and the model's mean absolute error, in seconds, on the run's own shards."""
+    subs = submission_seconds(results)
+    weight = run_weights(subs)
+    measured = shard_jobs(results, memory)
+    model = {k: modelled_seconds(rows) for k, rows in subs.groupby(["dump", "shard"])}
+    overhead = float(pd.Series([measured[k]["seconds"] - v for k, v in model.items()]).median())
+    error = float(pd.Series([abs(measured[k]["seconds"] - v - overhead) for k, v in model.items()]).mean())
+    jobs = {}
+    for dump, rows in subs.groupby("dump"):
+        ids = list(rows["submission_id"])
+        heavy = {i for i in ids if is_heavy(memory.get(i, 0.0), usable_mib)} if alone else set()
+        where = assign(ids, int(rows["shard"].nunique()), weight, 1, heavy)
+        for shard, members in rows.assign(shard=rows["submission_id"].map(where)).groupby("shard"):
+            member_ids = list(members["submission_id"])
+            jobs[(dump, int(shard))] = {"seconds": overhead + modelled_seconds(members),
+                                        "priority": round(sum(weight[i] for i in member_ids)),
+                                        "gib": max(memory.get(i, 0.0) for i in member_ids)}
+    return jobs, error
 
 
 def degenerate_jobs(results: Path) -> dict[tuple[str, int], dict]:
@@ -113,6 +177,14 @@ def main() -> None:
           f"{sum(heavy.values())} heavy shards")
     for name, (ask, limit) in rules.items():
         print(f"  {name:7s} the last check shard ends at {replay(jobs, ask, limit, args.cores) / 60:.1f} min")
+    usable_mib = int(args.usable_gib * 1024)
+    for name, alone in (("as the run dealt them", False), ("each heavy submission alone", True)):
+        dealt, error = dealt_jobs(results, memory, usable_mib, alone)
+        dealt.update(degenerate_jobs(results))
+        ask = {j: int(is_heavy(v["gib"], usable_mib)) for j, v in dealt.items()}
+        print(f"  heavy, dealt again, {name} (modelled shard seconds, {error:.0f} s mean error on the run's "
+              f"shards): the last check shard ends at {replay(dealt, ask, HEAVY_SHARE, args.cores) / 60:.1f} min, "
+              f"{sum(ask.values())} heavy shards")
 
 
 if __name__ == "__main__":

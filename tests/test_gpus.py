@@ -209,7 +209,7 @@ def test_a_dry_run_with_four_fake_gpus_gives_the_shards_distinct_slots(tmp_path)
         k: shard_priority(manifest, k, 4, "cpu", 4) for k in range(4)}
 
 
-def test_a_shard_whose_heaviest_submission_needs_a_third_of_the_gpu_is_heavy(tmp_path):
+def test_a_shard_whose_heaviest_submission_needs_a_third_of_the_gpu_is_heavy(tmp_path, monkeypatch):
     """On a GPU a check shard is heavy (`gpu_heavy=1`, at most HEAVY_SHARE of them at once) when its heaviest
     submission reserved at least a third of the device's usable memory in a GPU run ($RESCORE_SHARD_MEMORY
     here); the others, and every shard of a CPU run, ask for nothing."""
@@ -231,11 +231,16 @@ def test_a_shard_whose_heaviest_submission_needs_a_third_of_the_gpu_is_heavy(tmp
                           r.stdout, re.S)
         return {int(k): int(m[1]) if (m := re.search(r"gpu_heavy=(\d+)", res)) else None for k, res in jobs}
 
-    from rescore.engine.shards import _plan
+    from rescore.engine.shards import shard_assignment, shard_count, usable_memory_mib
 
-    where, _, shards = _plan(str(manifest), manifest.stat().st_mtime_ns, 4, "cuda", 1)
+    monkeypatch.setenv("RESCORE_SHARD_MEMORY", str(tmp_path / "memory.json"))
+    subs = read_manifests([str(manifest)])
+    shards = shard_count(manifest, 4)
+    # 40 GiB: 36 usable, a third 12 GiB: 30 GiB is heavy, and alone in its shard; 2.5 GiB is not
+    where, _ = shard_assignment(subs, shards, "cuda", 1, usable_memory_mib(40, 1))
+    assert [s.submission_id for s in subs if where[s.submission_id] == where[heavy.submission_id]] == [
+        heavy.submission_id]
     expected = {k: int(k == where[heavy.submission_id]) for k in range(shards)}
-    # 40 GiB: 36 usable, a third 12 GiB: 30 GiB is heavy, 2.5 GiB is not
     assert asked("device=cuda", "gpus=1", "gpu_memory_gib=40") == expected
     assert set(asked("device=cuda", "gpus=1", "gpu_memory_gib=200").values()) == {0}  # 60 GiB a third
     assert set(asked("device=cpu").values()) == {None}

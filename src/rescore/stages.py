@@ -103,6 +103,7 @@ def without_protocol_keys(rows: list[dict], shard: int) -> list[dict]:
 def run_shard(
     manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
     progress_dir: str | None = None, gpus: int = 1, out_phases: str | None = None, out_builds: str | None = None,
+    usable_mib: int = 0,
 ) -> None:
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
@@ -111,12 +112,14 @@ def run_shard(
     With `gpus` > 1 the shard's worker runs on its own GPU (`rescore.engine.gpus`). With `out_phases`,
     write where each submission's time went there (`engine/phase_log.py`). With `out_builds`, build the
     shard's CUDA C submissions (on a GPU; `engine/cuda_build.py`) and write their builds there: a shard
-    waits for its own builds only, and runs its other submissions while they build (`building_first`)."""
+    waits for its own builds only, and runs its other submissions while they build (`building_first`).
+    `usable_mib`: the GPU memory the shards' assignment weighs heavy submissions against
+    (`shards.shard_assignment`), the same in every shard of the run."""
     began = time.monotonic()
     cfg = run_config(config)
     require_device(cfg.device)  # a device that cannot run here stops the stage with one line, not per-case crashes
     subs = read_manifests([manifest])
-    assignment, weight = shards_.shard_assignment(subs, shards, cfg.device, gpus)
+    assignment, weight = shards_.shard_assignment(subs, shards, cfg.device, gpus, usable_mib)
     runnable = shards_.runnable(subs)  # those recorded as unreadable at ingest have nothing to run
     planned = {s.submission_id: len(plan_cases(s, cfg)) for s in runnable}
     mine = [s for s in runnable if assignment[s.submission_id] == shard]

@@ -15,4 +15,5 @@ run_shard(
     snakemake.params.gpus,
     snakemake.output.phases,
     snakemake.output.builds,
+    snakemake.params.usable_mib,
 )

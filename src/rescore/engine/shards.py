@@ -27,7 +27,13 @@ first. On an H100 the seven heaviest one-submission shards, started together, as
 Asking each shard for its heaviest submission's memory instead (9b1d577's first form) kept the heavy
 shards waiting behind lighter ones that fit, until the end: they ran one after another, and the last
 18 verdicts took from minute 14 to 21.1. Lighter shards ask for nothing; the device's ledger
-(`sharing.py`) decides every reservation when it is made.
+(`sharing.py`) decides every reservation when it is made. Each heavy submission gets a shard of its
+own (`assign`'s `alone`): in the H100 run at ee1a59a three of the seven heavy shards also held two
+to four light submissions, and the last of them, started at minute 10.4 when a heavy slot came
+free, ran 5.3 minutes (80 s of it a light submission's) to the end of the check stage at 15.7.
+Dealt again so, from its submissions' own seconds (`bench/schedule_replay.py`), that run's check
+stage ends at 15.1 min instead of 15.8; the runs at 9b1d577 and c94eeba, under other rules, at 10.9
+(10.9) and 15.3 (14.9).
 """
 
 from __future__ import annotations
@@ -110,36 +116,41 @@ def build_costs(subs: list, device: str) -> dict[str, float]:
             if s.language == "cuda" and not (s.extra[CACHED_AT_INGEST] if CACHED_AT_INGEST in s.extra else _cached(s))}
 
 
-def shard_assignment(subs: list, shards: int, device: str, gpus: int = 1) -> tuple[dict[str, int], dict[str, float]]:
+def shard_assignment(subs: list, shards: int, device: str, gpus: int = 1,
+                     usable_mib: int = 0) -> tuple[dict[str, int], dict[str, float]]:
     """(submission_id -> shard, submission_id -> expected seconds) of a dump's submissions: the one
-    assignment every check shard of the dump computes alike."""
+    assignment every check shard of the dump computes alike. On a GPU whose usable memory is
+    `usable_mib`, each heavy submission (`heavy_submissions`) gets a shard of its own."""
     ids = [s.submission_id for s in subs]
     weight = weights(ids, expected_costs(subs, device))
     for sid, seconds in build_costs(subs, device).items():
         weight[sid] += seconds
-    return assign(ids, shards, weight, gpus), weight
+    alone = heavy_submissions(ids, usable_mib) if device == "cuda" else set()
+    return assign(ids, shards, weight, gpus, alone), weight
 
 
 @functools.lru_cache(maxsize=16)
-def _plan(manifest: str, modified_ns: int, cap: int, device: str,
-          gpus: int) -> tuple[dict[str, int], dict[str, float], int]:
-    """(submission_id -> shard, submission_id -> expected seconds, shards) of the runnable submissions."""
+def _plan(manifest: str, modified_ns: int, cap: int, device: str, gpus: int, usable_mib: int,
+          memory: tuple[str, int]) -> tuple[dict[str, int], dict[str, float], int]:
+    """(submission_id -> shard, submission_id -> expected seconds, shards) of the runnable submissions
+    (`memory`: the memory file's path and version, which say which submissions are heavy)."""
     subs = read_manifests([manifest])
     shards = _count(subs, cap)
-    assignment, weight = shard_assignment(subs, shards, device, gpus)
+    assignment, weight = shard_assignment(subs, shards, device, gpus, usable_mib)
     ids = {s.submission_id for s in runnable(subs)}
     return {k: v for k, v in assignment.items() if k in ids}, weight, shards
 
 
-def _expected_loads(manifest: str, modified_ns: int, cap: int, device: str, gpus: int) -> tuple[float, ...]:
-    assignment, weight, shards = _plan(manifest, modified_ns, cap, device, gpus)
-    loads = [0.0] * shards
-    for sid, shard in assignment.items():
-        loads[shard] += weight[sid]
-    return tuple(loads)
+def _manifest_plan(manifest: Path, cap: int, device: str, gpus: int,
+                   usable_mib: int) -> tuple[dict[str, int], dict[str, float], int]:
+    """`_plan` of a manifest that exists, read once per version of it and of the memory file."""
+    memory = shard_memory_file()
+    return _plan(str(manifest), manifest.stat().st_mtime_ns, cap, device, gpus, usable_mib,
+                 (str(memory), memory.stat().st_mtime_ns if memory.is_file() else 0))
 
 
-def shard_priority(manifest: str | Path, shard: int, shards: int, device: str, gpus: int = 1) -> int:
+def shard_priority(manifest: str | Path, shard: int, shards: int, device: str, gpus: int = 1,
+                   usable_mib: int = 0) -> int:
     """Snakemake's priority of check shard `shard` of the dump's (`shards` as configured: `shard_count`
     gives how many it gets): its expected seconds (`shard_assignment`), so that where more shards than
     cores wait the longest start first and the shortest fill the end (on an H100, shards of five
@@ -148,7 +159,8 @@ def shard_priority(manifest: str | Path, shard: int, shards: int, device: str, g
     path = Path(manifest)
     if not path.is_file():  # not read yet (a dry run): no order to give
         return 0
-    return round(_expected_loads(str(path), path.stat().st_mtime_ns, shards, device, gpus)[shard])
+    assignment, weight, count = _manifest_plan(path, shards, device, gpus, usable_mib)
+    return round(sum(weight[sid] for sid, k in assignment.items() if k == shard))
 
 
 def load_memory(path: Path | None = None) -> dict[str, float]:
@@ -171,11 +183,10 @@ def is_heavy(gib: float, usable_mib: int) -> bool:
 # A shard is heavy when its heaviest submission reserved at least 1/HEAVY_SHARE of the device's usable
 # memory; HEAVY_SHARE of them may run on one device at once (`heavy_limits`): on an H100, the seven
 # heaviest of CUDA-L1's shards, three at a time. `python bench/schedule_replay.py RESULTS` replays a
-# finished H100 run's check stage (each shard's own seconds there, Snakemake's choice of jobs, 16
-# cores): from the run at 9b1d577 the last shard ends at 10.7 min (none held back: 10.9), from the
-# one at c94eeba at 14.2 (14.2); a quarter of the device and four at a time gave 10.7 and 15.5. With
-# each shard asking for its heaviest submission's memory, as the run at 9b1d577 did, it gives 21.4
-# (measured: 20.9). The replay cannot show what sharing the device costs; a GPU run measures that.
+# finished H100 run's check stage (each shard's own seconds there, its priority as the workflow gave
+# it, Snakemake's choice of jobs, 16 cores): the run at ee1a59a, under this rule, ends at 16.0 min in
+# the replay, 15.7 measured (none held back: 16.4). The replay cannot show what sharing the device
+# costs; a GPU run measures that.
 HEAVY_SHARE = 3
 
 
@@ -196,10 +207,19 @@ def shard_is_heavy(manifest: str | Path, shard: int, shards: int, gpus: int, usa
     path = Path(manifest)
     if usable_mib <= 0 or not path.is_file():
         return 0
-    assignment, _, _ = _plan(str(path), path.stat().st_mtime_ns, shards, "cuda", gpus)
+    assignment, _, _ = _manifest_plan(path, shards, "cuda", gpus, usable_mib)
     gib = load_memory()
     return int(is_heavy(max((gib.get(sid, 0.0) for sid, k in assignment.items() if k == shard), default=0.0),
                         usable_mib))
+
+
+def heavy_submissions(submission_ids: list[str], usable_mib: int) -> set[str]:
+    """The submissions that reserved at least 1/HEAVY_SHARE of a device's `usable_mib` in a GPU run
+    (`load_memory`, `is_heavy`): none where the device's memory is unknown (0)."""
+    if usable_mib <= 0:
+        return set()
+    gib = load_memory()
+    return {sid for sid in submission_ids if is_heavy(gib.get(sid, 0.0), usable_mib)}
 
 
 def shard_count(manifest: str | Path, shards: int) -> int:
@@ -225,21 +245,29 @@ def weights(submission_ids: list[str], costs: dict[str, float]) -> dict[str, flo
 
 
 def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None,
-           gpus: int = 1) -> dict[str, int]:
+           gpus: int = 1, alone: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
     """submission_id -> shard index in [0, shards).
 
     With several GPUs (shard k on GPU k % gpus, `gpus.shard_slot`) each submission goes first to the
     GPU with the least expected work per shard, then to that GPU's least loaded shard, so that the GPUs
-    finish together as well as the shards; with one GPU or none that is the plain longest-first fill."""
+    finish together as well as the shards; with one GPU or none that is the plain longest-first fill.
+    The submissions in `alone` are dealt first, each to a shard that then takes no other, while its
+    GPU keeps at least one shard for the rest: a heavy submission's shard is one of the few heavy ones
+    a device runs at once (`shard_is_heavy`), and lighter submissions beside it only keep it longer."""
     weight = weights(submission_ids, load_costs() if costs is None else costs)
     groups = slot_shards(shards, gpus)
     load = [0.0] * shards
     group_load = [0.0] * len(groups)
+    closed: set[int] = set()
     out: dict[str, int] = {}
-    for sid in sorted(set(submission_ids), key=lambda s: (-weight[s], s)):
+    for sid in sorted(set(submission_ids), key=lambda s: (s not in alone, -weight[s], s)):
         group = min(range(len(groups)), key=lambda g: (group_load[g] / len(groups[g]), g))  # per shard: a
         # GPU given fewer shards (shards not a multiple of gpus) runs fewer workers, and gets less
-        shard = min(groups[group], key=lambda i: (load[i], i))
+        open_ = [i for i in groups[group] if i not in closed]
+        spare = sid in alone and len(open_) > 1  # a shard of its own, one left for the rest
+        shard = min(open_ if spare or (sid not in alone and open_) else groups[group], key=lambda i: (load[i], i))
+        if spare:
+            closed.add(shard)
         out[sid] = shard
         load[shard] += weight[sid]
         group_load[group] += weight[sid]
