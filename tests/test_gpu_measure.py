@@ -205,6 +205,23 @@ def test_the_harness_faults_tool_counts_each_way_a_request_was_retried_for_memor
             "{'pass': 1, 'timeout': 1}") in out
 
 
+def test_the_harness_faults_tool_reads_the_shard_logs_of_a_run_cut_short_before_its_tables(tmp_path):
+    """A warm run cut by the device budget has shard logs but no cases table: the tool says so, names
+    the tool that makes the partial tables, and still counts the retries in the logs."""
+    from rescore.engine.sandbox import HANDED_BACK
+
+    log = _results_with_one_shard_log(tmp_path)
+    for table in (tmp_path / "results" / "tables").iterdir():
+        table.unlink()
+    log.write_text(f"2026-12-07 14:40:00,000 INFO retried {HANDED_BACK} on gpu-0 (out of memory in the reference: "
+                   "x): pass; 0.8 s\n")
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "harness_faults.py"), str(tmp_path / "results")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "no cases or submissions table" in r.stdout and "tools/partial_tables.py" in r.stdout
+    assert f"requests retried {HANDED_BACK}: 1, ending {{'pass': 1}}" in r.stdout
+
+
 def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_what_followed(tmp_path):
     """A wait for memory granted at its limit is counted as larger or no larger than BACKFILL of the
     capacity its line states, with its seconds, and as run out of memory all the same when the

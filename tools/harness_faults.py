@@ -79,9 +79,15 @@ def main() -> None:
     parser.add_argument("results", type=Path)
     parser.add_argument("--dump", help="only this dump")
     args = parser.parse_args()
-    cases = pd.read_parquet(args.results / "tables" / "cases.parquet")
-    subs = pd.read_parquet(args.results / "tables" / "submissions.parquet")[["submission_id", "dump"]]
-    cases = cases.merge(subs, on="submission_id", how="left")
+    tables = args.results / "tables"
+    if (tables / "cases.parquet").is_file() and (tables / "submissions.parquet").is_file():
+        cases = pd.read_parquet(tables / "cases.parquet")
+        subs = pd.read_parquet(tables / "submissions.parquet")[["submission_id", "dump"]]
+        cases = cases.merge(subs, on="submission_id", how="left")
+    else:  # a run cut short: its shard logs still say how the device was shared
+        print(f"{tables}: no cases or submissions table (a run cut short?); `python tools/partial_tables.py "
+              f"{args.results}` makes the tables of the shards that finished. The check shards' logs only:")
+        cases = pd.DataFrame(columns=["dump"])
     for dump, group in cases.groupby("dump"):
         if args.dump and dump != args.dump:
             continue
