@@ -159,7 +159,7 @@ def shard_priority(manifest: str | Path, shard: int, shards: int, device: str, g
     path = Path(manifest)
     if not path.is_file():  # not read yet (a dry run): no order to give
         return 0
-    assignment, weight, count = _manifest_plan(path, shards, device, gpus, usable_mib)
+    assignment, weight, _ = _manifest_plan(path, shards, device, gpus, usable_mib)
     return round(sum(weight[sid] for sid, k in assignment.items() if k == shard))
 
 
@@ -263,9 +263,10 @@ def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | Non
     for sid in sorted(set(submission_ids), key=lambda s: (s not in alone, -weight[s], s)):
         group = min(range(len(groups)), key=lambda g: (group_load[g] / len(groups[g]), g))  # per shard: a
         # GPU given fewer shards (shards not a multiple of gpus) runs fewer workers, and gets less
-        open_ = [i for i in groups[group] if i not in closed]
+        open_ = [i for i in groups[group] if i not in closed]  # never empty: one is always left open
         spare = sid in alone and len(open_) > 1  # a shard of its own, one left for the rest
-        shard = min(open_ if spare or (sid not in alone and open_) else groups[group], key=lambda i: (load[i], i))
+        # a heavy submission with no shard to spare goes where there is least, heavy or not
+        shard = min(groups[group] if sid in alone and not spare else open_, key=lambda i: (load[i], i))
         if spare:
             closed.add(shard)
         out[sid] = shard
