@@ -1,6 +1,6 @@
 """Replay a GPU run's check stage under other rules for which check shards Snakemake may start together:
 
-python bench/schedule_replay.py RESULTS_DIR [--cores 16] [--usable-gib 71.7] [--memory FILE]
+python bench/schedule_replay.py RESULTS_DIR [--cores 16] [--usable-gib 71.7] [--memory FILE] [--shards N]
 
 Each check shard takes the seconds its log says it took in that run (`shard K: done in S s`), each
 degenerate job the span of its log; Snakemake's MILP choice (the most priority, then the most jobs,
@@ -17,12 +17,13 @@ costs (a shard kept waiting to the end), not what sharing the device costs: that
 measures. The shards, their submissions and the memory come from the run's phase table and
 `--memory` (default: the package's `shard_memory.cuda.json`).
 
-Then it deals the run's submissions out again as `shards.assign` does now, with each heavy
-submission in a shard of its own (`alone`), and without (as the run was dealt, by the same model),
-and replays both under the heavy rule. A dealt shard's seconds are modelled from its submissions'
-own in the run: their elapsed time less their builds, or their builds where those took longer (a
-shard builds in a thread of its own beside its other submissions), plus the run's median shard
-overhead against that sum; the model's error on the run's own shards is printed with it.
+Then it deals the run's submissions out again as `shards.assign` does now, the heavy submissions
+apart (each in a shard of its own, or packed into few shards: `shards.fit_alone`) and as any other
+(as the run at ee1a59a was dealt), and replays both under the heavy rule. A dealt shard's seconds are
+modelled from its submissions' own in the run: their elapsed time less their builds, or their builds
+where those took longer (a shard builds in a thread of its own beside its other submissions), plus
+the run's median shard overhead against that sum; the model's error on the run's own shards is
+printed with it.
 """
 
 from __future__ import annotations
@@ -97,10 +98,12 @@ def modelled_seconds(rows: pd.DataFrame) -> float:
     return max(float(rows["run"].sum()), float(rows["build"].sum()))
 
 
-def dealt_jobs(results: Path, memory: dict[str, float], usable_mib: int, alone: bool) -> tuple[dict, float]:
+def dealt_jobs(results: Path, memory: dict[str, float], usable_mib: int, apart: bool,
+               shards: int | None = None) -> tuple[dict, float]:
     """(dump, shard) -> modelled seconds, priority and heaviest GiB, with the run's submissions dealt out
-    again into as many shards per dump as it had (`shards.assign`; heavy submissions alone or not);
-    and the model's mean absolute error, in seconds, on the run's own shards."""
+    again into `shards` per dump (default: as many as it had; never more than its submissions) as
+    `shards.assign` deals them (the heavy submissions apart, or as any other); and the model's mean
+    absolute error, in seconds, on the run's own shards."""
     subs = submission_seconds(results)
     weight = run_weights(subs)
     measured = shard_jobs(results, memory)
@@ -110,8 +113,8 @@ def dealt_jobs(results: Path, memory: dict[str, float], usable_mib: int, alone: 
     jobs = {}
     for dump, rows in subs.groupby("dump"):
         ids = list(rows["submission_id"])
-        heavy = {i for i in ids if is_heavy(memory.get(i, 0.0), usable_mib)} if alone else set()
-        where = assign(ids, int(rows["shard"].nunique()), weight, 1, heavy)
+        heavy = {i for i in ids if is_heavy(memory.get(i, 0.0), usable_mib)} if apart else set()
+        where = assign(ids, min(shards or int(rows["shard"].nunique()), len(ids)), weight, 1, heavy)
         for shard, members in rows.assign(shard=rows["submission_id"].map(where)).groupby("shard"):
             member_ids = list(members["submission_id"])
             jobs[(dump, int(shard))] = {"seconds": overhead + modelled_seconds(members),
@@ -164,6 +167,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=16)
     parser.add_argument("--usable-gib", type=float, default=USABLE * 81559 / 1024, help="default: an H100's")
     parser.add_argument("--memory", help="submission_id -> GiB (default: the package's shard_memory.cuda.json)")
+    parser.add_argument("--shards", type=int, help="deal into this many shards per dump (default: the run's)")
     args = parser.parse_args()
     results = Path(args.results)
     memory = load_memory(Path(args.memory) if args.memory else None)
@@ -178,11 +182,12 @@ def main() -> None:
     for name, (ask, limit) in rules.items():
         print(f"  {name:7s} the last check shard ends at {replay(jobs, ask, limit, args.cores) / 60:.1f} min")
     usable_mib = int(args.usable_gib * 1024)
-    for name, alone in (("as the run dealt them", False), ("each heavy submission alone", True)):
-        dealt, error = dealt_jobs(results, memory, usable_mib, alone)
+    for name, apart in (("the heavy submissions as any other", False), ("the heavy submissions apart", True)):
+        dealt, error = dealt_jobs(results, memory, usable_mib, apart, args.shards)
         dealt.update(degenerate_jobs(results))
         ask = {j: int(is_heavy(v["gib"], usable_mib)) for j, v in dealt.items()}
-        print(f"  heavy, dealt again, {name} (modelled shard seconds, {error:.0f} s mean error on the run's "
+        into = f"into {args.shards} shards a dump, " if args.shards else ""
+        print(f"  heavy, dealt again {into}{name} (modelled shard seconds, {error:.0f} s mean error on the run's "
               f"shards): the last check shard ends at {replay(dealt, ask, HEAVY_SHARE, args.cores) / 60:.1f} min, "
               f"{sum(ask.values())} heavy shards")
 

@@ -35,26 +35,37 @@ def test_a_submission_without_a_recorded_cost_counts_as_the_median():
     assert assign(["x", "y", "z"], 2, {}) == {"x": 0, "y": 1, "z": 0}  # no costs at all: dealt in turn
 
 
-def test_a_heavy_submission_gets_a_shard_of_its_own_and_the_rest_are_balanced_over_the_others():
-    """On an H100 three of the seven heavy shards (at most three run at once) also held light
-    submissions; the last of them ran 80 s of a light one's cases after every other shard was done."""
-    costs = {"big": 50.0, "heavy_a": 5.0, "heavy_b": 3.0, **{f"light{i}": float(10 + i) for i in range(9)}}
-    out = assign(list(costs), 5, costs, alone={"heavy_a", "heavy_b"})
-    assert sorted(out) == sorted(costs)
-    for heavy in ("heavy_a", "heavy_b"):
-        assert [s for s in out if out[s] == out[heavy]] == [heavy]
-    rest = [sum(c for s, c in costs.items() if out[s] == k) for k in set(range(5)) - {out["heavy_a"], out["heavy_b"]}]
-    assert max(rest) - min(rest) <= 14  # longest-first over the three others: within the largest light cost
-    assert assign(list(costs), 5, costs) != out  # without it they share shards with light ones
-    # more heavy submissions than shards to spare: every one assigned, one shard per GPU left for the rest
-    crowded = assign(list(costs), 3, costs, gpus=1, alone={"heavy_a", "heavy_b", "big"})
-    assert sorted(crowded) == sorted(costs)
-    left = [k for k in range(3) if list(crowded.values()).count(k) > 1]
-    assert len(left) == 1 and crowded["heavy_b"] == left[0]  # the lightest heavy one shares the shard left
-    assert all(crowded[s] == left[0] for s in costs if s.startswith("light"))
-    two_gpus = assign(list(costs), 4, costs, gpus=2, alone={"heavy_a", "heavy_b"})
-    assert {two_gpus["heavy_a"] % 2, two_gpus["heavy_b"] % 2} == {0, 1}  # one on each GPU (shard k on k % 2)
-    assert all(len([s for s in two_gpus if two_gpus[s] == two_gpus[h]]) == 1 for h in ("heavy_a", "heavy_b"))
+def test_heavy_submissions_get_shards_of_their_own_where_the_others_can_carry_the_rest_else_few_shards():
+    """At most three heavy shards run on a device at once. On an H100 three of the seven heavy shards also
+    held light submissions, and the last of them ran a light one's cases after every other shard was
+    done: with shards to spare each heavy submission gets one of its own. With few shards, closing them
+    would leave the rest nearly all the work (seven of eight: 141 min replayed against 45), and spreading
+    the heavy ones over as many shards makes most shards heavy: they are packed into at most three,
+    which the rest then fills."""
+    from rescore.engine.shards import HEAVY_SHARE, fit_alone
+
+    heavy = {f"heavy{i}" for i in range(5)}
+    costs = {**{h: 30.0 for h in heavy}, **{f"light{i}": float(10 + i % 7) for i in range(60)}}
+    spread = assign(list(costs), 32, costs, heavy=heavy)
+    assert sorted(spread) == sorted(costs) and fit_alone(heavy, costs, 32)
+    for h in heavy:
+        assert [s for s in spread if spread[s] == spread[h]] == [h]  # a shard of its own
+    rest = [sum(c for s, c in costs.items() if spread[s] == k) for k in set(range(32)) - {spread[h] for h in heavy}]
+    assert max(rest) - min(rest) <= 16  # longest-first over the others: within the largest light cost
+    assert not fit_alone(heavy, costs, 24)  # 24 shards: the other 19 would carry more than their share
+
+    few = assign(list(costs), 6, costs, heavy=heavy)
+    assert sorted(few) == sorted(costs) and not fit_alone(heavy, costs, 6)
+    assert len({few[h] for h in heavy}) == HEAVY_SHARE  # packed: three heavy shards, not five
+    assert len({k for h in heavy for k in [assign(list(costs), 6, costs)[h]]}) == 5  # plain longest-first: five
+    loads = [sum(c for s, c in costs.items() if few[s] == k) for k in range(6)]
+    assert max(loads) - min(loads) <= 30  # the rest still balances them
+
+    two_gpus = assign(list(costs), 32, costs, gpus=2, heavy=heavy)
+    assert all([s for s in two_gpus if two_gpus[s] == two_gpus[h]] == [h] for h in heavy)
+    assert {two_gpus[h] % 2 for h in heavy} == {0, 1}  # both GPUs' shards (shard k on GPU k % 2)
+    packed = assign(list(costs), 6, costs, gpus=2, heavy=heavy)
+    assert all(len({packed[h] for h in heavy if packed[h] % 2 == g}) <= HEAVY_SHARE for g in (0, 1))
 
 
 def test_the_recorded_costs_cover_the_built_in_corpus(tmp_path):
@@ -206,10 +217,10 @@ def test_the_schedule_replay_runs_heavy_jobs_one_after_another_when_each_asks_it
     assert by_count == 4 * 30.0  # the light ones two at a time beside both, four at a time once they end
 
 
-def test_the_schedule_replay_deals_a_runs_submissions_again_with_each_heavy_one_alone(tmp_path):
+def test_the_schedule_replay_deals_a_runs_submissions_again_with_the_heavy_ones_apart(tmp_path):
     """bench/schedule_replay.py's `dealt_jobs`: the run's submissions dealt into as many shards as it had,
-    a heavy one alone when asked; a shard's seconds are its submissions' own (the builds beside the
-    rest), plus the run's median shard overhead, which here every shard had."""
+    as `shards.assign` deals them, the heavy ones apart or not; a shard's seconds are its submissions'
+    own (the builds beside the rest), plus the run's median shard overhead, which here every shard had."""
     import importlib.util
 
     import pandas as pd
@@ -217,8 +228,10 @@ def test_the_schedule_replay_deals_a_runs_submissions_again_with_each_heavy_one_
     spec = importlib.util.spec_from_file_location("schedule_replay", REPO / "bench" / "schedule_replay.py")
     replay_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(replay_module)
-    # (shard, submission, elapsed s, build s); "h" is heavy, and shares shard 0 with "a"
-    subs = [(0, "h", 100.0, 0.0), (0, "a", 30.0, 20.0), (1, "b", 20.0, 0.0), (1, "c", 10.0, 0.0)]
+    # (shard, submission, elapsed s, build s): none has a recorded cost, so each counts the same, and
+    # longest-first in turn puts the heavy "h" beside "a"
+    subs = [(0, "a", 10.0, 0.0), (0, "h", 100.0, 0.0), (1, "b", 20.0, 0.0), (2, "c", 30.0, 0.0),
+            (3, "d", 40.0, 0.0), (4, "e", 50.0, 0.0)]
     rows = []
     for shard, sid, elapsed, build in subs:
         for phase, seconds in (("build", build), ("candidate", elapsed - build)):
@@ -228,14 +241,15 @@ def test_the_schedule_replay_deals_a_runs_submissions_again_with_each_heavy_one_
     pd.DataFrame(rows).to_parquet(tmp_path / "tables" / "phases.parquet")
     logs = tmp_path / "logs" / "check" / "d"
     logs.mkdir(parents=True)
-    # shard 0: h's 100 s and a's 10 s beside a's 20-s build; shard 1: 30 s; each 5 s more
-    (logs / "shard-0.log").write_text("2026-12-07 14:00:00,000 INFO shard 0: done in 115.0 s\n")
-    (logs / "shard-1.log").write_text("2026-12-07 14:00:00,000 INFO shard 1: done in 35.0 s\n")
-    memory, usable_mib = {"h": 40.0, "a": 1.0, "b": 1.0, "c": 1.0}, 72 * 1024
-    as_run, error = replay_module.dealt_jobs(tmp_path, memory, usable_mib, alone=False)
+    for shard, done in enumerate((115.0, 25.0, 35.0, 45.0, 55.0)):  # each 5 s over its submissions'
+        (logs / f"shard-{shard}.log").write_text(f"2026-12-07 14:00:00,000 INFO shard {shard}: done in {done} s\n")
+    memory, usable_mib = {"h": 40.0, **{s: 1.0 for s in "abcde"}}, 72 * 1024
+    as_run, error = replay_module.dealt_jobs(tmp_path, memory, usable_mib, apart=False)
     assert error == 0.0
-    # none has a recorded cost: each counts the same, and a's build a cold build's more; dealt a | b, c, h
-    assert sorted(v["seconds"] for v in as_run.values()) == [5.0 + 20.0, 5.0 + 20.0 + 10.0 + 100.0]
-    alone, _ = replay_module.dealt_jobs(tmp_path, memory, usable_mib, alone=True)
-    assert sorted((v["gib"], v["seconds"]) for v in alone.values()) == [(1.0, 5.0 + 10.0 + 20.0 + 10.0),
-                                                                         (40.0, 5.0 + 100.0)]
+    assert sorted(v["seconds"] for v in as_run.values()) == [25.0, 35.0, 45.0, 55.0, 115.0]
+    apart, _ = replay_module.dealt_jobs(tmp_path, memory, usable_mib, apart=True)
+    # the four other shards can carry the five light ones: "h" alone, then a, e | b | c | d
+    assert sorted((v["gib"], v["seconds"]) for v in apart.values()) == [
+        (1.0, 25.0), (1.0, 35.0), (1.0, 45.0), (1.0, 5.0 + 10.0 + 50.0), (40.0, 5.0 + 100.0)]
+    builds = pd.DataFrame({"run": [20.0, 10.0], "build": [50.0, 0.0]})
+    assert replay_module.modelled_seconds(builds) == 50.0  # a shard builds beside its other submissions

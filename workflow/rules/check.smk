@@ -23,7 +23,7 @@ rule check_shard:
                                     "call_limit") if k in config},
         progress=lambda wildcards: f"results/progress/{wildcards.dump}",
         gpus=GPUS,
-        usable_mib=GPU_MEMORY_MIB,  # which submissions get a shard of their own (rescore.engine.shards)
+        usable_mib=GPU_MEMORY_MIB,  # which submissions are heavy, dealt apart (rescore.engine.shards)
     threads: SHARD_THREADS
     priority: check_shard_priority
     resources:

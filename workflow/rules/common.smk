@@ -67,8 +67,8 @@ GPUS = host_gpus(config.get("gpus", "auto"), config["device"])
 RUN_DEVICE = run_device(config["device"])
 # At most HEAVY_SHARE heavy check shards on a GPU at once (rescore.engine.shards), unless --resources
 # gpu_heavy=N (gpu_heavy_<g> with several GPUs) says otherwise; the GPU's usable memory tells which are heavy,
-# and each heavy submission gets a shard of its own (every shard job computes it alike: on a cluster
-# whose GPUs differ in memory, give `gpu_memory_gib` a number).
+# and the heavy submissions are dealt apart (every shard job computes it alike: on a cluster whose
+# GPUs differ in memory, give `gpu_memory_gib` a number).
 GPU_MEMORY_MIB = usable_memory_mib(config.get("gpu_memory_gib", "auto"), GPUS) if RUN_DEVICE == "cuda" else 0
 for _name, _limit in heavy_limits(GPUS if GPU_MEMORY_MIB else 0, HEAVY_SHARE).items():
     if _name not in workflow.global_resources:

@@ -27,13 +27,18 @@ first. On an H100 the seven heaviest one-submission shards, started together, as
 Asking each shard for its heaviest submission's memory instead (9b1d577's first form) kept the heavy
 shards waiting behind lighter ones that fit, until the end: they ran one after another, and the last
 18 verdicts took from minute 14 to 21.1. Lighter shards ask for nothing; the device's ledger
-(`sharing.py`) decides every reservation when it is made. Each heavy submission gets a shard of its
-own (`assign`'s `alone`): in the H100 run at ee1a59a three of the seven heavy shards also held two
-to four light submissions, and the last of them, started at minute 10.4 when a heavy slot came
-free, ran 5.3 minutes (80 s of it a light submission's) to the end of the check stage at 15.7.
-Dealt again so, from its submissions' own seconds (`bench/schedule_replay.py`), that run's check
-stage ends at 15.1 min instead of 15.8; the runs at 9b1d577 and c94eeba, under other rules, at 10.9
-(10.9) and 15.3 (14.9).
+(`sharing.py`) decides every reservation when it is made.
+
+The heavy submissions are dealt first, so that few shards are heavy (`assign`): each in a shard of
+its own where the other shards can still carry the rest (`fit_alone`), else packed into at most three
+shards per GPU, which the rest then fills. In the H100 run at ee1a59a, dealt by cost alone, three of
+the seven heavy shards also held light submissions, and the last of them ran 80 s of a light one's
+cases after every other shard was done. Dealt again from that run's and the two before's submissions'
+own seconds (`python bench/schedule_replay.py RESULTS --shards N`), the check stage ends, by cost
+alone against heavy apart, at 8 shards a dump 44.9/27.2, 28.6/19.2 and 40.7/26.0 min; at 16
+24.2/17.7, 16.8/13.4, 23.0/18.7; at 48 (alone) 15.8/15.1, 10.9/10.9, 14.9/15.3; at 24 and 32 from 4.5
+min better to 1.5 min worse. Dealt by cost alone, the seven heavy submissions land in six or seven
+shards, which then run three at a time.
 """
 
 from __future__ import annotations
@@ -120,13 +125,13 @@ def shard_assignment(subs: list, shards: int, device: str, gpus: int = 1,
                      usable_mib: int = 0) -> tuple[dict[str, int], dict[str, float]]:
     """(submission_id -> shard, submission_id -> expected seconds) of a dump's submissions: the one
     assignment every check shard of the dump computes alike. On a GPU whose usable memory is
-    `usable_mib`, each heavy submission (`heavy_submissions`) gets a shard of its own."""
+    `usable_mib`, the heavy submissions (`heavy_submissions`) are dealt apart (`assign`)."""
     ids = [s.submission_id for s in subs]
     weight = weights(ids, expected_costs(subs, device))
     for sid, seconds in build_costs(subs, device).items():
         weight[sid] += seconds
-    alone = heavy_submissions(ids, usable_mib) if device == "cuda" else set()
-    return assign(ids, shards, weight, gpus, alone), weight
+    heavy = heavy_submissions(ids, usable_mib) if device == "cuda" else set()
+    return assign(ids, shards, weight, gpus, heavy), weight
 
 
 @functools.lru_cache(maxsize=16)
@@ -188,6 +193,9 @@ def is_heavy(gib: float, usable_mib: int) -> bool:
 # the replay, 15.7 measured (none held back: 16.4). The replay cannot show what sharing the device
 # costs; a GPU run measures that.
 HEAVY_SHARE = 3
+# How far past the balanced load (a dump's expected seconds over its shards) the other shards may be
+# filled for the heavy submissions to get shards of their own (`fit_alone`).
+ALONE_SLACK = 0.05
 
 
 def usable_memory_mib(setting: float | str | None, gpus: int) -> int:
@@ -245,31 +253,49 @@ def weights(submission_ids: list[str], costs: dict[str, float]) -> dict[str, flo
 
 
 def assign(submission_ids: list[str], shards: int, costs: dict[str, float] | None = None,
-           gpus: int = 1, alone: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
+           gpus: int = 1, heavy: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
     """submission_id -> shard index in [0, shards).
 
     With several GPUs (shard k on GPU k % gpus, `gpus.shard_slot`) each submission goes first to the
     GPU with the least expected work per shard, then to that GPU's least loaded shard, so that the GPUs
     finish together as well as the shards; with one GPU or none that is the plain longest-first fill.
-    The submissions in `alone` are dealt first, each to a shard that then takes no other, while its
-    GPU keeps at least one shard for the rest: a heavy submission's shard is one of the few heavy ones
-    a device runs at once (`shard_is_heavy`), and lighter submissions beside it only keep it longer."""
+
+    The `heavy` submissions (`heavy_submissions`) are dealt first, so that few shards are heavy, since a
+    device runs at most HEAVY_SHARE heavy shards at once (`shard_is_heavy`): each in a shard of its own
+    that takes no other where the other shards can still carry the rest (`fit_alone`), else packed
+    into at most HEAVY_SHARE shards per GPU, which the rest then fills as any other."""
     weight = weights(submission_ids, load_costs() if costs is None else costs)
     groups = slot_shards(shards, gpus)
     load = [0.0] * shards
     group_load = [0.0] * len(groups)
+    alone = fit_alone(heavy, weight, shards, gpus)
     closed: set[int] = set()
+    holding: list[set[int]] = [set() for _ in groups]  # each GPU's shards that hold a heavy submission
     out: dict[str, int] = {}
-    for sid in sorted(set(submission_ids), key=lambda s: (s not in alone, -weight[s], s)):
+    for sid in sorted(set(submission_ids), key=lambda s: (s not in heavy, -weight[s], s)):
         group = min(range(len(groups)), key=lambda g: (group_load[g] / len(groups[g]), g))  # per shard: a
         # GPU given fewer shards (shards not a multiple of gpus) runs fewer workers, and gets less
-        open_ = [i for i in groups[group] if i not in closed]  # never empty: one is always left open
-        spare = sid in alone and len(open_) > 1  # a shard of its own, one left for the rest
-        # a heavy submission with no shard to spare goes where there is least, heavy or not
-        shard = min(groups[group] if sid in alone and not spare else open_, key=lambda i: (load[i], i))
-        if spare:
-            closed.add(shard)
+        candidates = [i for i in groups[group] if i not in closed] or groups[group]
+        if sid in heavy and not alone and len(holding[group]) >= HEAVY_SHARE:
+            candidates = sorted(holding[group])
+        shard = min(candidates, key=lambda i: (load[i], i))
+        if sid in heavy:
+            holding[group].add(shard)
+            if alone:
+                closed.add(shard)
         out[sid] = shard
         load[shard] += weight[sid]
         group_load[group] += weight[sid]
     return out
+
+
+def fit_alone(heavy: set[str] | frozenset[str], weight: dict[str, float], shards: int, gpus: int = 1) -> bool:
+    """Whether every heavy submission can have a shard of its own: the shards left, at least one per
+    GPU, carry the rest within ALONE_SLACK of the balanced load (the expected seconds over the shards).
+    With CUDA-L1's seven heavy submissions, in 48 shards they can, in 16 or 8 they cannot (closing
+    seven of eight would leave the eighth nearly all the work)."""
+    listed = [s for s in heavy if s in weight]
+    left = shards - len(listed)
+    total = sum(weight.values())
+    rest = total - sum(weight[s] for s in listed)
+    return bool(listed) and left >= gpus and rest <= left * (total / shards) * (1 + ALONE_SLACK)
