@@ -77,9 +77,11 @@ def run_weights(subs: pd.DataFrame) -> dict[str, float]:
     return weight
 
 
-def shard_jobs(results: Path, memory: dict[str, float]) -> dict[tuple[str, int], dict]:
-    """(dump, shard) -> its measured seconds, priority and heaviest submission's GiB."""
-    subs = submission_seconds(results)
+def shard_jobs(results: Path, memory: dict[str, float],
+               subs: pd.DataFrame | None = None) -> dict[tuple[str, int], dict]:
+    """(dump, shard) -> its measured seconds, priority and heaviest submission's GiB (`subs`: the run's
+    `submission_seconds`, where the caller has them)."""
+    subs = submission_seconds(results) if subs is None else subs
     weight = run_weights(subs)
     jobs = {}
     for (dump, shard), rows in subs.groupby(["dump", "shard"]):
@@ -106,7 +108,7 @@ def dealt_jobs(results: Path, memory: dict[str, float], usable_mib: int, apart: 
     absolute error, in seconds, on the run's own shards."""
     subs = submission_seconds(results)
     weight = run_weights(subs)
-    measured = shard_jobs(results, memory)
+    measured = shard_jobs(results, memory, subs)
     model = {k: modelled_seconds(rows) for k, rows in subs.groupby(["dump", "shard"])}
     overhead = float(pd.Series([measured[k]["seconds"] - v for k, v in model.items()]).median())
     error = float(pd.Series([abs(measured[k]["seconds"] - v - overhead) for k, v in model.items()]).mean())
@@ -186,8 +188,8 @@ def main() -> None:
         dealt, error = dealt_jobs(results, memory, usable_mib, apart, args.shards)
         dealt.update(degenerate_jobs(results))
         ask = {j: int(is_heavy(v["gib"], usable_mib)) for j, v in dealt.items()}
-        into = f"into {args.shards} shards a dump, " if args.shards else ""
-        print(f"  heavy, dealt again {into}{name} (modelled shard seconds, {error:.0f} s mean error on the run's "
+        into = f" into {args.shards} shards a dump," if args.shards else ","
+        print(f"  heavy, dealt again{into} {name} (modelled shard seconds, {error:.0f} s mean error on the run's "
               f"shards): the last check shard ends at {replay(dealt, ask, HEAVY_SHARE, args.cores) / 60:.1f} min, "
               f"{sum(ask.values())} heavy shards")
 

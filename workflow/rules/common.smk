@@ -60,11 +60,11 @@ try:
     SHARD_THREADS = shard_threads(workflow.cores)
 except WorkflowError:  # no --cores given (a dry run, --report, --lint): no job runs
     SHARD_THREADS = 1
-# The GPUs the check shards and the GPU stages spread over, one slot each (rescore.engine.gpus): the
-# config's `gpus` (`--config gpus=4`), else those torch sees on a CUDA run; 0 or 1 changes nothing.
-GPUS = host_gpus(config.get("gpus", "auto"), config["device"])
 # The device the check shards run on (`auto` resolved as they resolve it), whose costs order them.
 RUN_DEVICE = run_device(config["device"])
+# The GPUs the check shards and the GPU stages spread over, one slot each (rescore.engine.gpus): the
+# config's `gpus` (`--config gpus=4`), else those torch sees on a CUDA run; 0 or 1 changes nothing.
+GPUS = host_gpus(config.get("gpus", "auto"), RUN_DEVICE)
 # At most HEAVY_SHARE heavy check shards on a GPU at once (rescore.engine.shards), unless --resources
 # gpu_heavy=N (gpu_heavy_<g> with several GPUs) says otherwise; the GPU's usable memory tells which are heavy,
 # and the heavy submissions are dealt apart (every shard job computes it alike: on a cluster whose

@@ -216,9 +216,7 @@ def shard_is_heavy(manifest: str | Path, shard: int, shards: int, gpus: int, usa
     if usable_mib <= 0 or not path.is_file():
         return 0
     assignment, _, _ = _manifest_plan(path, shards, "cuda", gpus, usable_mib)
-    gib = load_memory()
-    return int(is_heavy(max((gib.get(sid, 0.0) for sid, k in assignment.items() if k == shard), default=0.0),
-                        usable_mib))
+    return int(bool(heavy_submissions([sid for sid, k in assignment.items() if k == shard], usable_mib)))
 
 
 def heavy_submissions(submission_ids: list[str], usable_mib: int) -> set[str]:
