@@ -111,6 +111,48 @@ def test_a_small_gpu_case_has_its_float64_truth_computed_on_the_host():
     assert where.choose([small], reduction_len=1) == "cpu"
 
 
+def test_sizes_one_device_refuses_are_refused_only_when_the_other_placement_refuses_them_too():
+    """Which sizes a seed draws must not hang on where the truth was placed (learned from wall-clock
+    times): a refusal on one device is tried on the other before the sizes are refused."""
+    from types import SimpleNamespace
+
+    from rescore.oracle.reference import ReferenceRejects
+    from rescore.worker import placement
+    from rescore.worker.case import accepted_truth
+
+    class Reference:  # refuses on the devices in `refuses`, else answers with the device it ran on
+        def __init__(self, refuses):
+            self.refuses, self.ran = refuses, []
+
+        def run(self, problem, inputs64, init, tdtype, wseed, device, truth_device, record=None):
+            self.ran.append(truth_device)
+            if truth_device in self.refuses:
+                raise ReferenceRejects(f"refused on {truth_device}")
+            return [torch.zeros(1)], None
+
+    def first_truth(refuses, placed, inputs):
+        where = placement.TruthPlacement("cuda")
+        where.truth_device = placed
+        ctx = SimpleNamespace(placement=where, reference=Reference(refuses), device="cuda",
+                              loaded=SimpleNamespace(problem=None))
+        try:
+            accepted_truth(ctx, inputs, [], torch.float32, 0)
+            return where.truth_device, ctx.reference.ran
+        except ReferenceRejects:
+            return "refused", ctx.reference.ran
+
+    small, big = [torch.ones(8)], [torch.ones(placement.HOST_JUDGE_ELEMENTS + 1)]
+    # the host refuses, the device does not: accepted on the device wherever it was placed
+    assert first_truth({"cpu"}, "cpu", small) == ("cuda", ["cpu", "cuda"])
+    assert first_truth({"cpu"}, "cuda", small) == ("cuda", ["cuda"])
+    assert first_truth({"cuda"}, "cuda", small) == ("cpu", ["cuda", "cpu"])
+    assert first_truth({"cpu", "cuda"}, "cpu", small) == ("refused", ["cpu", "cuda"])
+    # a case too large for the host is always placed on the device: its refusal is final
+    assert first_truth({"cuda"}, "cuda", big) == ("refused", ["cuda"])
+    cpu_run = placement.TruthPlacement("cpu")
+    assert cpu_run.alternative(small) is None
+
+
 def test_a_digest_changes_with_the_bytes_the_shape_and_the_device_named():
     from rescore.worker.integrity import digest
 

@@ -325,12 +325,12 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
 
 
 def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str,
-             gpu_slot: int | None = None, text_out: str | None = None) -> None:
+             gpu_slot: int | None = None, text_out: str | None = None, cores: int | None = None) -> None:
     """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer
-    (on `gpu_slot`'s GPU where the host has several: rescore.engine.gpus), and what it found in
-    words (`text_out`: results/sanitizer.md)."""
+    (on `gpu_slot`'s GPU where the host has several: rescore.engine.gpus), `cores` runs at a time
+    where `sanitizer.jobs` is `auto`, and what it found in words (`text_out`: results/sanitizer.md)."""
     pin_process(gpu_slot)
-    table = run_sanitizer(cases, submissions, manifests, config, out, log_dir)
+    table = run_sanitizer(cases, submissions, manifests, config, out, log_dir, cores)
     if text_out:
         write_text(sanitizer_markdown(table), text_out)
 

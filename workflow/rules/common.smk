@@ -57,9 +57,10 @@ def shard_files(pattern, own_dump=False):
 # One core per check shard, even when --cores is more than the machine has (rescore.engine.shards);
 # profiles may set-threads.
 try:
-    SHARD_THREADS = shard_threads(workflow.cores)
+    CORES = workflow.cores
+    SHARD_THREADS = shard_threads(CORES)
 except WorkflowError:  # no --cores given (a dry run, --report, --lint): no job runs
-    SHARD_THREADS = 1
+    CORES, SHARD_THREADS = None, 1
 # The device the check shards run on (`auto` resolved as they resolve it), whose costs order them.
 RUN_DEVICE = run_device(config["device"])
 # The GPUs the check shards and the GPU stages spread over, one slot each (rescore.engine.gpus): the

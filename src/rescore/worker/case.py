@@ -125,6 +125,30 @@ def _explained(ctx: WorkerContext, spec: CaseSpec, row: dict, override: dict | N
         return explain.explain(ctx, spec, row, override, again, decoy)
 
 
+def accepted_truth(ctx: WorkerContext, inputs64: list, init: list, tdtype: torch.dtype,
+                   wseed: int) -> tuple[list, OpRecorder]:
+    """The truth's first run, which tells whether the reference accepts the case's sizes, and the
+    recorder of its ops. Where it refuses them on the device the case's truth was placed on and the
+    placement could have chosen the other (`TruthPlacement.alternative`), it runs there too, and the
+    sizes are refused only when both refuse them: which sizes a seed draws must not depend on the
+    placement, which depends on measured times. (On an H100, one case of 25,061 drew other sizes in
+    two runs: the host's float64 ConvTranspose3d refused an output of width 0 that the device computed, empty.)
+    Raises ReferenceRejects when the sizes are refused."""
+    placement = ctx.placement
+    problem = ctx.loaded.problem
+    record = OpRecorder()
+    try:
+        return ctx.reference.run(problem, inputs64, init, tdtype, wseed, ctx.device, placement.truth_device,
+                                 record=record)[0], record
+    except ReferenceRejects:
+        other = placement.alternative(inputs64)
+        if other is None:
+            raise
+    placement.truth_device = other
+    record = OpRecorder()
+    return ctx.reference.run(problem, inputs64, init, tdtype, wseed, ctx.device, other, record=record)[0], record
+
+
 def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
     """The candidate runs before the reference's answer exists anywhere in the process: the
     reference first only checks that it accepts these sizes (its output is dropped), then the
@@ -146,10 +170,8 @@ def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: 
     row["reduction_len"] = schema.reduction_length(spec.sizes)
     placement.truth_device = placement.choose(inputs64, row["reduction_len"])
     wseed = sub_seed(spec.seed, "weights")
-    ref_record = OpRecorder()
     with phases("reference"):  # raises when it rejects these sizes
-        checked, _ = ctx.reference.run(problem, inputs64, init, tdtype, wseed, device, placement.truth_device,
-                                       record=ref_record)
+        checked, ref_record = accepted_truth(ctx, inputs64, init, tdtype, wseed)
     placement.measured(inputs64, row["reduction_len"], ctx.reference.seconds)
     guard.turns.measured(ctx.reference.seconds)  # the candidate's calls at these sizes are limited by it
     ref_ops = set(ref_record.ops)

@@ -88,6 +88,16 @@ class TruthPlacement:
             return self.device
         return "cpu" if truth_work(sizes, reduction_len) <= self.host_truth_work else self.device
 
+    def alternative(self, inputs64: list) -> str | None:
+        """The other device a case's truth could have been placed on, where `choose` picks by what it
+        has measured (wall-clock times, which vary from run to run): on a GPU, for a case small enough
+        for the host, the device when the truth is on the host and the host when it is on the device;
+        None where the placement is the same in every run (the CPU, a large case)."""
+        sizes = [x.numel() for x in inputs64 if isinstance(x, torch.Tensor)]
+        if self.device != "cuda" or not sizes or max(sizes) > HOST_JUDGE_ELEMENTS:
+            return None
+        return self.device if self.truth_device == "cpu" else "cpu"
+
     def measured(self, inputs64: list, reduction_len: int, seconds: float) -> None:
         """After a case's first float64 run (`seconds` long): one on the host that took longer than
         HOST_TRUTH_SECONDS moves the rest of the case (its truth) to the device, and from then on
