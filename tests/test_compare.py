@@ -111,29 +111,30 @@ def test_a_small_gpu_case_has_its_float64_truth_computed_on_the_host():
     assert where.choose([small], reduction_len=1) == "cpu"
 
 
-def test_sizes_one_device_refuses_are_refused_only_when_the_other_placement_refuses_them_too():
+def test_a_seed_draws_the_same_sizes_wherever_its_truth_was_placed():
     """Which sizes a seed draws must not hang on where the truth was placed (learned from wall-clock
-    times): a refusal on one device is tried on the other before the sizes are refused."""
+    times): a refusal on one device is tried on the other before the sizes are refused, and an empty
+    output is refused on either."""
     from types import SimpleNamespace
 
     from rescore.oracle.reference import ReferenceRejects
     from rescore.worker import placement
     from rescore.worker.case import accepted_truth
 
-    class Reference:  # refuses on the devices in `refuses`, else answers with the device it ran on
-        def __init__(self, refuses):
-            self.refuses, self.ran = refuses, []
+    class Reference:  # refuses on the devices in `refuses`, else answers (an empty output on those in `empty`)
+        def __init__(self, refuses, empty):
+            self.refuses, self.empty, self.ran = refuses, empty, []
 
         def run(self, problem, inputs64, init, tdtype, wseed, device, truth_device, record=None):
             self.ran.append(truth_device)
             if truth_device in self.refuses:
                 raise ReferenceRejects(f"refused on {truth_device}")
-            return [torch.zeros(1)], None
+            return [torch.zeros(0 if truth_device in self.empty else 1)], None
 
-    def first_truth(refuses, placed, inputs):
+    def first_truth(refuses, placed, inputs, empty=()):
         where = placement.TruthPlacement("cuda")
         where.truth_device = placed
-        ctx = SimpleNamespace(placement=where, reference=Reference(refuses), device="cuda",
+        ctx = SimpleNamespace(placement=where, reference=Reference(refuses, empty), device="cuda",
                               loaded=SimpleNamespace(problem=None))
         try:
             accepted_truth(ctx, inputs, [], torch.float32, 0)
@@ -147,6 +148,9 @@ def test_sizes_one_device_refuses_are_refused_only_when_the_other_placement_refu
     assert first_truth({"cpu"}, "cuda", small) == ("cuda", ["cuda"])
     assert first_truth({"cuda"}, "cuda", small) == ("cpu", ["cuda", "cpu"])
     assert first_truth({"cpu", "cuda"}, "cpu", small) == ("refused", ["cpu", "cuda"])
+    # an output with no element judges nothing: refused, whichever device computed it
+    assert first_truth({"cpu"}, "cpu", small, empty={"cuda"}) == ("refused", ["cpu", "cuda"])
+    assert first_truth(set(), "cuda", small, empty={"cuda"}) == ("refused", ["cuda"])
     # a case too large for the host is always placed on the device: its refusal is final
     assert first_truth({"cuda"}, "cuda", big) == ("refused", ["cuda"])
     cpu_run = placement.TruthPlacement("cpu")

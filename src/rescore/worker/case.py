@@ -132,21 +132,26 @@ def accepted_truth(ctx: WorkerContext, inputs64: list, init: list, tdtype: torch
     placement could have chosen the other (`TruthPlacement.alternative`), it runs there too, and the
     sizes are refused only when both refuse them: which sizes a seed draws must not depend on the
     placement, which depends on measured times. (On an H100, one case of 25,061 drew other sizes in
-    two runs: the host's float64 ConvTranspose3d refused an output of width 0 that the device computed, empty.)
-    Raises ReferenceRejects when the sizes are refused."""
+    two runs: the host's float64 ConvTranspose3d refused an output of width 0 that the device computed,
+    empty.) Sizes at which every output is empty are refused too, wherever the truth ran: such a case
+    judges nothing (20 of CUDA-L1's cases on an H100 passed that way). Raises ReferenceRejects when the
+    sizes are refused."""
     placement = ctx.placement
     problem = ctx.loaded.problem
     record = OpRecorder()
     try:
-        return ctx.reference.run(problem, inputs64, init, tdtype, wseed, ctx.device, placement.truth_device,
-                                 record=record)[0], record
+        truths = ctx.reference.run(problem, inputs64, init, tdtype, wseed, ctx.device, placement.truth_device,
+                                   record=record)[0]
     except ReferenceRejects:
         other = placement.alternative(inputs64)
         if other is None:
             raise
-    placement.truth_device = other
-    record = OpRecorder()
-    return ctx.reference.run(problem, inputs64, init, tdtype, wseed, ctx.device, other, record=record)[0], record
+        placement.truth_device = other
+        record = OpRecorder()
+        truths = ctx.reference.run(problem, inputs64, init, tdtype, wseed, ctx.device, other, record=record)[0]
+    if all(t.numel() == 0 for t in truths):
+        raise ReferenceRejects("every output of the reference is empty at these sizes: nothing to judge")
+    return truths, record
 
 
 def run_spec(ctx: WorkerContext, spec: CaseSpec, row: dict, repeat: int, decoy: bool = True) -> dict:
