@@ -5,8 +5,9 @@ python bench/schedule_replay.py RESULTS_DIR [--cores 16] [--usable-gib 71.7] [--
 Each check shard takes the seconds its log says it took in that run (`shard K: done in S s`), each
 degenerate job the span of its log; Snakemake's MILP choice (the most priority, then the most jobs,
 within the free cores and resources) picks what starts whenever a job ends, the degenerate jobs first
-(`degenerate.PRIORITY`) and the shards by their priority (`shards.shard_priority`: the expected seconds
-of their submissions, by the GPU costs). It prints when the last shard ends under each rule:
+(in the runs that had them as jobs of their own, up to 071391d) and the shards by their priority
+(`shards.shard_priority`: the expected seconds of their submissions, by the GPU costs). It prints when
+the last shard ends under each rule:
 
   none     nothing held back;
   heavy    at most HEAVY_SHARE heavy shards at once (`shards.shard_is_heavy`: the rule the workflow uses);
@@ -36,7 +37,6 @@ from pathlib import Path
 import pandas as pd
 import pulp
 
-from rescore.engine.degenerate import PRIORITY
 from rescore.engine.shards import (
     COLD_BUILD_S,
     COSTS_CUDA,
@@ -50,6 +50,9 @@ from rescore.engine.shards import (
 from rescore.engine.sharing import USABLE
 
 _DONE = re.compile(r"done in ([\d.]+) s")
+# The Snakemake priority the degenerate-problems jobs had, above every check shard's, in the runs made
+# while they were jobs of their own (before the check shards ran the null candidates, after 071391d).
+DEGENERATE_PRIORITY = 1_000_000
 _AT = "%Y-%m-%d %H:%M:%S,%f"
 
 
@@ -131,7 +134,7 @@ def degenerate_jobs(results: Path) -> dict[tuple[str, int], dict]:
         lines = log.read_text().splitlines()
         if lines:
             span = dt.datetime.strptime(lines[-1][:23], _AT) - dt.datetime.strptime(lines[0][:23], _AT)
-            jobs[("degenerate", k)] = {"seconds": span.total_seconds(), "priority": PRIORITY, "gib": 0.0}
+            jobs[("degenerate", k)] = {"seconds": span.total_seconds(), "priority": DEGENERATE_PRIORITY, "gib": 0.0}
     return jobs
 
 

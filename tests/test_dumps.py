@@ -677,29 +677,30 @@ def test_a_problem_whose_reference_raises_is_no_nulls_verdict(tmp_path):
     assert str(tmp_path / "raises.py") in row.reason and "the reference itself is broken" in row.reason
 
 
-def test_a_dumps_problems_are_shared_out_over_its_degenerate_jobs_each_once(tmp_path):
+def test_each_problem_s_nulls_are_owned_by_the_shard_of_its_first_submission():
     from rescore.engine import degenerate
-    from rescore.model.records import submission_to_dict
 
     subs = read_dump("kb", KB)
     subs = subs + [replace(s, source=s.source + "\n# again\n") for s in subs]  # two per problem
     problems = [p.problem_id for _, p in degenerate.problems_of(subs)]
     assert problems == list(dict.fromkeys(s.problem.problem_id for s in subs))
-    shared = [p.problem_id for k in range(3) for _, p in degenerate.shard_problems(subs, k, 3)]
-    assert sorted(shared) == sorted(problems)  # every problem once
-    manifest = tmp_path / "manifest.json"
-    manifest.write_text(json.dumps([submission_to_dict(s) for s in subs]))
-    expected = max(1, min(48, -(-len(problems) // degenerate.PROBLEMS_PER_SHARD)))
-    assert degenerate.shard_count(manifest, 48) == expected and degenerate.shard_count(manifest, 1) == 1
+    # the second submission of each problem in another shard than its first
+    first = {s.submission_id for s in degenerate.first_submissions(subs)}
+    assignment = {s.submission_id: (0 if s.submission_id in first else 1) for s in subs}
+    assert [p.problem_id for _, p in degenerate.owned_problems(subs, assignment, 0)] == problems
+    assert degenerate.owned_problems(subs, assignment, 1) == []
+    assignment = {s.submission_id: k % 3 for k, s in enumerate(subs)}
+    owned = [p.problem_id for k in range(3) for _, p in degenerate.owned_problems(subs, assignment, k)]
+    assert sorted(owned) == sorted(problems)  # every problem once, whatever the dealing
 
 
-def test_the_degenerate_shards_of_a_dump_run_each_problem_once(tmp_path):
-    """`rule degenerate_shard`: each of a dump's jobs runs the null candidates of its share of the
-    problems; gathered, every problem has one row."""
+def test_the_check_shards_of_a_dump_run_each_problem_s_nulls_once(tmp_path):
+    """`rule check_shard`: each shard runs, in its worker after its submissions, the null candidates of
+    the problems whose first submission it runs; gathered, every problem has one row."""
     from conftest import toy_submission
 
     from rescore.model.records import submission_to_dict
-    from rescore.stages import concat_tables, degenerate_shard
+    from rescore.stages import concat_tables, run_shard
 
     subs = [toy_submission("problem_scale.py", name, dtypes=("float32",))
             for name in ("torch_correct.py", "scale_tail_bug.py", "scale_correct.py")]
@@ -708,10 +709,11 @@ def test_the_degenerate_shards_of_a_dump_run_each_problem_once(tmp_path):
     manifest.write_text(json.dumps([submission_to_dict(s) for s in subs]))
     config = {"device": "cpu", "fixed": {"profile": "kernelbench-v0.1", "dtype": "float32"},
               "fuzz": {"dtypes": ["float32"], "strategies": {"default": 1}}, "budget": {"cpu": 4096}, "timeout_s": 60}
-    outs = [str(tmp_path / f"shard-{k}.parquet") for k in range(2)]
+    outs = [str(tmp_path / f"degenerate-{k}.parquet") for k in range(2)]
     for shard, out in enumerate(outs):
-        degenerate_shard(str(manifest), shard, 2, config, out, str(tmp_path / "logs"))
-    assert [len(pd.read_parquet(o)) for o in outs] == [1, 0]  # one problem: the first job runs it
+        run_shard(str(manifest), shard, 2, config, str(tmp_path / f"cases-{shard}.parquet"),
+                  str(tmp_path / f"shrunk-{shard}.parquet"), str(tmp_path / "logs"), out_degenerate=out)
+    assert sorted(len(pd.read_parquet(o)) for o in outs) == [0, 1]  # one problem, in one shard
     concat_tables(outs, None, str(tmp_path / "degenerate.parquet"))
     table = pd.read_parquet(tmp_path / "degenerate.parquet")
     assert list(table["problem_id"]) == ["toy/problem_scale"] and not table["degenerate"].iloc[0]

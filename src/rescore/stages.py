@@ -28,7 +28,7 @@ from rescore.engine import phase_log
 from rescore.engine import shards as shards_
 from rescore.engine.config import run_config
 from rescore.engine.cuda_build import write_builds
-from rescore.engine.degenerate import degenerate_table, shard_problems
+from rescore.engine.degenerate import degenerate_table, owned_problems
 from rescore.engine.gpus import pin_process, shard_slot, with_gpu, worker_gpu
 from rescore.engine.phase_log import PhaseLog
 from rescore.engine.plan import plan_cases
@@ -103,7 +103,7 @@ def without_protocol_keys(rows: list[dict], shard: int) -> list[dict]:
 def run_shard(
     manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
     progress_dir: str | None = None, gpus: int = 1, out_phases: str | None = None, out_builds: str | None = None,
-    usable_mib: int = 0,
+    usable_mib: int = 0, out_degenerate: str | None = None,
 ) -> None:
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
@@ -114,7 +114,9 @@ def run_shard(
     shard's CUDA C submissions (on a GPU; `engine/cuda_build.py`) and write their builds there: a shard
     waits for its own builds only, and runs its other submissions while they build (`building_first`).
     `usable_mib`: the GPU memory the shards' assignment weighs heavy submissions against
-    (`shards.shard_assignment`), the same in every shard of the run."""
+    (`shards.shard_assignment`), the same in every shard of the run. With `out_degenerate`, run the
+    null candidates of the problems the shard owns (`degenerate.owned_problems`) in its worker after its
+    submissions, and write their degenerate-problems rows there."""
     began = time.monotonic()
     cfg = run_config(config)
     require_device(cfg.device)  # a device that cannot run here stops the stage with one line, not per-case crashes
@@ -193,6 +195,12 @@ def run_shard(
                 progress.submission_done(sub.name)
         if building is not None:  # no CUDA submission waited for them
             building.result()  # its table is written, or its error raised, before the shard's
+        if out_degenerate:
+            nulls_began = time.monotonic()
+            owned = owned_problems(subs, assignment, shard)
+            degenerate = degenerate_table(owned, cfg, worker=worker)
+            log.info("shard %d: the null candidates of %d problems in %.1f s", shard, len(owned),
+                     time.monotonic() - nulls_began)
     finally:
         worker.stop()
         builder.shutdown(wait=True)
@@ -204,6 +212,8 @@ def run_shard(
     write_parquet(pd.DataFrame(shrunk) if shrunk else empty_frame("shrunk"), out_shrunk, "shrunk")
     if out_phases:
         write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
+    if out_degenerate:
+        write_parquet(degenerate, out_degenerate)
 
 
 def building_first(subs: list, cuda: set[str]) -> list:
@@ -211,21 +221,6 @@ def building_first(subs: list, cuda: set[str]) -> list:
     plan's order), then the CUDA C ones, so that the builds (30-50 s of nvcc each on a GPU machine)
     run beside the first rather than ahead of everything."""
     return [s for s in subs if s.submission_id not in cuda] + [s for s in subs if s.submission_id in cuda]
-
-
-def degenerate_shard(manifest: str, shard: int, shards: int, config: dict, out: str, log_dir: str,
-                     gpus: int = 1) -> None:
-    """The degenerate-problems rows of one of a dump's `shards` jobs (`degenerate.shard_problems`), in
-    a worker of its own on the shard's GPU slot; the jobs run beside the check shards, so that a
-    dump's problems spread over them and the cases tables never wait for them."""
-    began = time.monotonic()
-    cfg = run_config(config)
-    require_device(cfg.device)
-    problems = shard_problems(read_manifests([manifest]), shard, shards)
-    table = degenerate_table(problems, cfg, log_dir, worker_gpu(shard_slot(shard, gpus)))
-    log.info("shard %d of %d: the null candidates of %d problems in %.1f s", shard, shards, len(problems),
-             time.monotonic() - began)
-    write_parquet(table, out)
 
 
 def gather(paths: list[str], table: str | None = None) -> pd.DataFrame:

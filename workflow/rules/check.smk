@@ -13,6 +13,7 @@ rule check_shard:
         shrunk="results/failures/shrunk/{dump}/shard-{shard}.parquet",
         phases="results/phases/{dump}/shard-{shard}.parquet",
         builds="results/cuda_builds/{dump}/shard-{shard}.parquet",
+        degenerate="results/degenerate/{dump}/shard-{shard}.parquet",  # the nulls of the problems it owns
     params:
         shard=lambda wildcards: int(wildcards.shard),
         # From the input, not the checkpoint: a cluster job starts its own snakemake, which knows no

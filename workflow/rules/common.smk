@@ -2,7 +2,6 @@
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from rescore.engine import degenerate
 from rescore.engine.gpus import heavy_limits, host_gpus, run_device
 from rescore.engine.shards import HEAVY_SHARE, shard_count, shard_is_heavy, shard_priority, shard_threads, usable_memory_mib
 
@@ -24,13 +23,6 @@ def dump_shards(dump):
     """The check shards of a dump: `shards`, or fewer when the dump has fewer submissions to run
     (never an empty shard). Known once the dump is read (`checkpoint ingest`)."""
     return shard_count(checkpoints.ingest.get(dump=dump).output.manifest, int(config["shards"]))
-
-
-def degenerate_files(wildcards):
-    """Every dump's degenerate-problems jobs (their number known once the dump is read)."""
-    return [f"results/degenerate/{dump}/shard-{k}.parquet" for dump in DUMPS
-            for k in range(degenerate.shard_count(checkpoints.ingest.get(dump=dump).output.manifest,
-                                                  int(config["shards"])))]
 
 
 def check_shard_priority(wildcards, input):

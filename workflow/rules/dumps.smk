@@ -38,32 +38,9 @@ rule cuda_builds_table:  # the prebuild's rows, each with whether a case called 
         "../scripts/cuda_builds_table.py"
 
 
-rule degenerate_shard:  # the null candidates of some of a dump's problems, beside the check shards
+rule degenerate_table:  # each check shard's rows: the null candidates of the problems it owns
     input:
-        manifest="results/ingest/{dump}/manifest.json",
-    output:
-        "results/degenerate/{dump}/shard-{shard}.parquet",
-    params:
-        shard=lambda wildcards: int(wildcards.shard),
-        shards=lambda wildcards, input: degenerate.shard_count(input.manifest, int(config["shards"])),
-        run={k: config[k] for k in ("device", "master_seed", "fixed", "fuzz", "study", "calibration", "budget",
-                                    "timeout_s") if k in config},
-        gpus=GPUS,
-    priority: degenerate.PRIORITY  # with the first check shards
-    resources:
-        gpu=1 if config["device"] == "cuda" else 0,
-        **slot_resources(GPUS, lambda wildcards: shard_slot(int(wildcards.shard), GPUS)),
-    log:
-        "results/logs/degenerate/{dump}/shard-{shard}.log",
-    conda:
-        CPU_ENV
-    script:
-        "../scripts/degenerate_shard.py"
-
-
-rule degenerate_table:
-    input:
-        degenerate_files,
+        shard_files("results/degenerate/{dump}/shard-{shard}.parquet"),
     output:
         "results/tables/degenerate.parquet",
     params:

@@ -1,4 +1,5 @@
-"""Shim: run one shard of one dump's submissions (and shrink their first fuzz failures)."""
+"""Shim: run one shard of one dump's submissions (and shrink their first fuzz failures), then the null
+candidates of the problems it owns."""
 
 from rescore.stages import run_shard, setup_logging
 
@@ -16,4 +17,5 @@ run_shard(
     snakemake.output.phases,
     snakemake.output.builds,
     snakemake.params.usable_mib,
+    snakemake.output.degenerate,
 )

@@ -8,16 +8,19 @@ Run as four submissions, each its own check with the reference inside its forwar
 four loads, eight model constructions and forty reference calls a problem (13-19 s on an H200 at
 CUDA-L1's sizes).
 
-A dump's problems are shared out over a few jobs that run beside the check shards (`shard_count`,
-`shard_problems`, `rule degenerate_shard`): one worker for a dump's 199 problems at the benchmark's
-sizes held `all` for over 40 minutes on an H200 after every check shard had finished; one job per
-check shard cost the CPU's main job eight worker starts for 41 problems of a second each."""
+Each problem's nulls run in the check shard that runs the problem's first submission (`owned_problems`),
+in that shard's worker after its submissions (`stages.run_shard`): no worker of their own, no job slot
+of their own, and never beside the same problem's submissions. On an H100 (071391d) nine jobs of
+their own, beside the check shards, took 1,673 s of the run's 16 job slots in its first seven
+minutes, most of it the heavy problems' references at the benchmark's sizes waiting for the memory
+the same problems' check shards held (`level1/task66` 270 s); the check stage replayed without them
+ended at 11.6 min instead of 13.3. One worker for a dump's 199 problems held `all` for over 40 minutes
+on an H200 after every check shard had finished.
+"""
 
 from __future__ import annotations
 
 import logging
-import math
-from pathlib import Path
 
 import pandas as pd
 
@@ -26,18 +29,11 @@ from rescore.engine.sandbox import Worker
 from rescore.engine.shards import runnable
 from rescore.model.nulls import NULLS
 from rescore.model.outcomes import FixedVerdict, Outcome
-from rescore.model.records import Problem, Submission, read_manifests
+from rescore.model.records import Problem, Submission
 from rescore.model.run import RunConfig
 from rescore.worker.protocol import NULLS_KEY, null_candidates
 
 log = logging.getLogger("rescore")
-# 25 problems a job: under 7 minutes on an H200 at CUDA-L1's sizes when a problem's four nulls were four
-# checks (13-19 s a problem); one check for the four took 2.3x less on the CPU (17 level-1 problems).
-PROBLEMS_PER_SHARD = 25
-# Snakemake's priority of a degenerate job: above every check shard's (`shards.shard_priority`, its
-# expected seconds), so that these jobs start with the first shards: on an H100 the last of them to
-# start, at minute 15, ended the run two minutes after the last check shard.
-PRIORITY = 1_000_000
 
 
 def _verdict(row: dict) -> FixedVerdict | str:
@@ -52,15 +48,17 @@ def _verdict(row: dict) -> FixedVerdict | str:
 
 
 def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_dir: str | None = None,
-                     gpu: str | None = None) -> pd.DataFrame:
+                     gpu: str | None = None, worker: Worker | None = None) -> pd.DataFrame:
     """Per problem: each null candidate's fixed-check verdict; degenerate when any of them passes
     (unknown, <NA>, when none passed and some could not run: their outcomes are in `reason`).
 
     `problems` is [(dump, Problem)]; `cfg` a RunConfig (device, fixed profile, dtype).
-    Null candidates run in a sandboxed worker on `gpu` (`gpus.worker_gpu`), under exactly the check the
-    submissions faced; a failure of the problem's own code (or of the worker) is every null's outcome."""
+    Null candidates run in a sandboxed worker, `worker` (a check shard's, left running) or one of their
+    own on `gpu` (`gpus.worker_gpu`), under exactly the check the submissions faced; a failure of the
+    problem's own code (or of the worker) is every null's outcome."""
     rows = []
-    worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu)
+    own = worker is None
+    worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu) if worker is None else worker
     try:
         for dump, problem in problems:
             row: dict = {
@@ -89,7 +87,8 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
             rows.append(row)
             log.info("problem %s: degenerate=%s (%s)", problem.problem_id, row["degenerate"], row["passing_nulls"])
     finally:
-        worker.stop()
+        if own:
+            worker.stop()
     columns = [
         "dump",
         "problem_id",
@@ -109,26 +108,24 @@ def degenerate_table(problems: list[tuple[str, Problem]], cfg: RunConfig, log_di
     return df
 
 
-def problems_of(subs: list[Submission]) -> list[tuple[str, Problem]]:
-    """The distinct problems of the readable submissions `subs`, as [(dump, Problem)] in their order."""
+def first_submissions(subs: list[Submission]) -> list[Submission]:
+    """The first readable submission of each distinct problem of `subs`, in their order."""
     seen: set[tuple[str, str]] = set()
     out = []
     for sub in runnable(subs):
         key = (sub.problem.problem_id, sub.problem.content_hash)
         if key not in seen:
             seen.add(key)
-            out.append((sub.dump, sub.problem))
+            out.append(sub)
     return out
 
 
-def shard_count(manifest: str | Path, cap: int) -> int:
-    """How many jobs run a dump's null candidates: one per PROBLEMS_PER_SHARD problems, at most `cap`
-    (the config's `shards`), at least one (which writes an empty table)."""
-    problems = len(problems_of(read_manifests([str(manifest)])))
-    return max(1, min(cap, math.ceil(problems / PROBLEMS_PER_SHARD)))
+def problems_of(subs: list[Submission]) -> list[tuple[str, Problem]]:
+    """The distinct problems of the readable submissions `subs`, as [(dump, Problem)] in their order."""
+    return [(sub.dump, sub.problem) for sub in first_submissions(subs)]
 
 
-def shard_problems(subs: list[Submission], shard: int, shards: int) -> list[tuple[str, Problem]]:
-    """The problems job `shard` of `shards` runs: every `shards`-th from the `shard`-th, so that the
-    jobs share a dump's problems out, each exactly once."""
-    return problems_of(subs)[shard::shards]
+def owned_problems(subs: list[Submission], assignment: dict[str, int], shard: int) -> list[tuple[str, Problem]]:
+    """The problems whose nulls check shard `shard` runs, each of a dump's exactly once: those whose
+    first readable submission it runs (`assignment`: submission_id -> shard)."""
+    return [(sub.dump, sub.problem) for sub in first_submissions(subs) if assignment.get(sub.submission_id) == shard]
