@@ -22,8 +22,9 @@ On a GPU a shard whose heaviest submission reserved at least a third of the devi
 GPU run (`shard_memory.cuda.json`, written by `tools/shard_costs.py --memory`) is heavy
 (`shard_is_heavy`), and Snakemake runs at most three heavy shards on a device at once (the resource
 `gpu_heavy`, `workflow/rules/common.smk`). Their priority is their expected seconds, as any
-shard's (the longest first). On an H100 the seven heaviest one-submission shards, started together, asked for 137 GiB of
-71 and spent minutes waiting for one another's memory while holding seven of the sixteen cores.
+shard's (the longest first). On an H100 the seven heaviest one-submission shards, started together,
+asked for 137 GiB of 71 and spent minutes waiting for one another's memory while holding seven of the
+sixteen cores.
 Asking each shard for its heaviest submission's memory instead (9b1d577's first form) kept the heavy
 shards waiting behind lighter ones that fit, until the end: they ran one after another, and the last
 18 verdicts took from minute 14 to 21.1. Lighter shards ask for nothing; the device's ledger
