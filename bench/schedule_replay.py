@@ -42,6 +42,7 @@ from rescore.engine.shards import (
     COSTS_CUDA,
     HEAVY_SHARE,
     assign,
+    heavy_submissions,
     is_heavy,
     load_costs,
     load_memory,
@@ -104,12 +105,13 @@ def modelled_seconds(rows: pd.DataFrame) -> float:
 
 
 def dealt_jobs(results: Path, memory: dict[str, float], usable_mib: int, apart: bool,
-               shards: int | None = None) -> tuple[dict, float]:
+               shards: int | None = None, subs: pd.DataFrame | None = None) -> tuple[dict, float]:
     """(dump, shard) -> modelled seconds, priority and heaviest GiB, with the run's submissions dealt out
     again into `shards` per dump (default: as many as it had; never more than its submissions) as
     `shards.assign` deals them (the heavy submissions apart, or as any other); and the model's mean
-    absolute error, in seconds, on the run's own shards."""
-    subs = submission_seconds(results)
+    absolute error, in seconds, on the run's own shards (`subs`: the run's `submission_seconds`, where
+    the caller has them)."""
+    subs = submission_seconds(results) if subs is None else subs
     weight = run_weights(subs)
     measured = shard_jobs(results, memory, subs)
     model = {k: modelled_seconds(rows) for k, rows in subs.groupby(["dump", "shard"])}
@@ -118,7 +120,7 @@ def dealt_jobs(results: Path, memory: dict[str, float], usable_mib: int, apart: 
     jobs = {}
     for dump, rows in subs.groupby("dump"):
         ids = list(rows["submission_id"])
-        heavy = {i for i in ids if is_heavy(memory.get(i, 0.0), usable_mib)} if apart else set()
+        heavy = heavy_submissions(ids, usable_mib, memory) if apart else set()
         where = assign(ids, min(shards or int(rows["shard"].nunique()), len(ids)), weight, 1, heavy)
         for shard, members in rows.assign(shard=rows["submission_id"].map(where)).groupby("shard"):
             member_ids = list(members["submission_id"])
@@ -176,7 +178,8 @@ def main() -> None:
     args = parser.parse_args()
     results = Path(args.results)
     memory = load_memory(Path(args.memory) if args.memory else None)
-    jobs = {**shard_jobs(results, memory), **degenerate_jobs(results)}
+    subs = submission_seconds(results)
+    jobs = {**shard_jobs(results, memory, subs), **degenerate_jobs(results)}
     heavy = {j: int(is_heavy(v["gib"], int(args.usable_gib * 1024))) for j, v in jobs.items()}
     rules = {"none": ({j: 0 for j in jobs}, 1),
              "heavy": (heavy, HEAVY_SHARE),
@@ -188,7 +191,7 @@ def main() -> None:
         print(f"  {name:7s} the last check shard ends at {replay(jobs, ask, limit, args.cores) / 60:.1f} min")
     usable_mib = int(args.usable_gib * 1024)
     for name, apart in (("the heavy submissions as any other", False), ("the heavy submissions apart", True)):
-        dealt, error = dealt_jobs(results, memory, usable_mib, apart, args.shards)
+        dealt, error = dealt_jobs(results, memory, usable_mib, apart, args.shards, subs)
         dealt.update(degenerate_jobs(results))
         ask = {j: int(is_heavy(v["gib"], usable_mib)) for j, v in dealt.items()}
         into = f" into {args.shards} shards a dump," if args.shards else ","

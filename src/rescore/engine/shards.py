@@ -222,12 +222,13 @@ def shard_is_heavy(manifest: str | Path, shard: int, shards: int, gpus: int, usa
     return int(bool(heavy_submissions([sid for sid, k in assignment.items() if k == shard], usable_mib)))
 
 
-def heavy_submissions(submission_ids: list[str], usable_mib: int) -> set[str]:
+def heavy_submissions(submission_ids: list[str], usable_mib: int, memory: dict[str, float] | None = None) -> set[str]:
     """The submissions that reserved at least 1/HEAVY_SHARE of a device's `usable_mib` in a GPU run
-    (`load_memory`, `is_heavy`): none where the device's memory is unknown (0)."""
+    (`memory`: submission_id -> GiB, by default `load_memory`; `is_heavy`): none where the device's
+    memory is unknown (0)."""
     if usable_mib <= 0:
         return set()
-    gib = load_memory()
+    gib = load_memory() if memory is None else memory
     return {sid for sid in submission_ids if is_heavy(gib.get(sid, 0.0), usable_mib)}
 
 

@@ -80,11 +80,18 @@ class TruthPlacement:
         self.problem_id = problem_id
         self.host_truth_work = self.learned_truth_work.get(problem_id, HOST_TRUTH_WORK)
 
+    def _host_sizes(self, inputs64: list) -> list[int] | None:
+        """The case's tensor sizes where its truth may run on the host (a GPU case small enough), else None."""
+        sizes = [x.numel() for x in inputs64 if isinstance(x, torch.Tensor)]
+        if self.device != "cuda" or not sizes or max(sizes) > HOST_JUDGE_ELEMENTS:
+            return None
+        return sizes
+
     def choose(self, inputs64: list, reduction_len: int) -> str:
         """Where the case's float64 truth is computed: the host for a small GPU case whose
         estimated work the host has not been measured too slow for (HOST_TRUTH_WORK), else the device."""
-        sizes = [x.numel() for x in inputs64 if isinstance(x, torch.Tensor)]
-        if self.device != "cuda" or not sizes or max(sizes) > HOST_JUDGE_ELEMENTS:
+        sizes = self._host_sizes(inputs64)
+        if sizes is None:
             return self.device
         return "cpu" if truth_work(sizes, reduction_len) <= self.host_truth_work else self.device
 
@@ -93,8 +100,7 @@ class TruthPlacement:
         has measured (wall-clock times, which vary from run to run): on a GPU, for a case small enough
         for the host, the device when the truth is on the host and the host when it is on the device;
         None where the placement is the same in every run (the CPU, a large case)."""
-        sizes = [x.numel() for x in inputs64 if isinstance(x, torch.Tensor)]
-        if self.device != "cuda" or not sizes or max(sizes) > HOST_JUDGE_ELEMENTS:
+        if self._host_sizes(inputs64) is None:
             return None
         return self.device if self.truth_device == "cpu" else "cpu"
 
