@@ -3,7 +3,8 @@
 python bench/phases.py RESULTS_DIR [--top 12] [--out F]
     per phase: total seconds and share of the submissions' elapsed time (results/tables/phases.parquet,
     else results/phases/*/shard-*.parquet); per submission: elapsed over its cases' own time
-    (`wall_ms` of its cases), the median and the worst; the cases by outcome and the harness faults
+    (`wall_ms` of its cases), the median and the worst (those read from the results cache counted
+    apart: they ran nothing); the cases by outcome and the harness faults
     among them (0 expected: compare two runs' outcomes before their ratios). A results folder made
     before the phase table existed is read from its check shards' logs (elapsed per submission, to the
     second) and its cases.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rescore.engine.phase_log import RESULT_CACHE
 from rescore.model.outcomes import harness_fault
 from rescore.stages import SHARD_LOG_LINE
 
@@ -138,6 +140,10 @@ def summary(results: Path, top: int = 12) -> dict:
     out: dict = {}
     phases = phase_table(results)
     if phases is not None and len(phases):
+        # A submission read from the results cache ran none of its cases here: counted apart, never in a ratio
+        stored = set(phases.loc[phases["phase"] == RESULT_CACHE, "submission_id"])
+        out["from_results_cache"] = len(stored)
+        phases = phases[~phases["submission_id"].isin(stored)]
         frame = (phases.groupby(["dump", "submission_id", "name"], as_index=False)
                  .agg(elapsed_s=("elapsed_s", "first"), case_s=("case_s", "first"), limit_use=("limit_use", "first"))
                  .drop(columns="submission_id"))

@@ -19,7 +19,7 @@
 #   extphases bench/case_phases.py --device cuda --profile 25 on four CUDA-L1 PyTorch kernels the ext step
 #             ingested (PHASES_ENTRIES): a fuzz case's phases on the GPU, in one process (a minute);
 #   extwarm   the same in WORK/extwarm: the Triton and CUDA caches warm, the checkout's .rescore-cache
-#             from ext, an empty results folder (warm);
+#             from ext (its results cache too: README, "Warm runs"), an empty results folder (warm);
 #   fixtures  scripts/gpu/wild_exploits.py --sanitize memcheck racecheck (at most FIXTURES_TIMEOUT,
 #             default here 600 s).
 # A later call finds them running and watches. Each step is packed as it ends; every call returns

@@ -33,6 +33,7 @@ from rescore.engine.gpus import pin_process, shard_slot, with_gpu, worker_gpu
 from rescore.engine.phase_log import PhaseLog
 from rescore.engine.plan import plan_cases
 from rescore.engine.progress import ShardProgress, write_plan
+from rescore.engine.result_cache import NULLS, SUBMISSION, ResultCache, problem_identity, submission_identity
 from rescore.engine.runner import run_submission
 from rescore.engine.sandbox import Worker
 from rescore.engine.sanitizer import run_sanitizer, sanitizer_markdown
@@ -41,7 +42,8 @@ from rescore.engine.timing_stage import run_timing
 from rescore.engine.timing_stage import settings as timing_settings
 from rescore.ingest import read_dump
 from rescore.model.outcomes import FLAGGING, HARNESS_FAULT, harness_fault, settled_reason
-from rescore.model.records import LABELS, read_manifests, submission_to_dict
+from rescore.model.records import LABELS, Problem, Submission, read_manifests, submission_to_dict
+from rescore.model.run import RunConfig
 from rescore.model.settings import effective_config, setting_name
 from rescore.model.tables import empty_frame, read_parquet, write_parquet, write_text
 from rescore.runtime.device import require_device, resolve_device
@@ -103,7 +105,7 @@ def without_protocol_keys(rows: list[dict], shard: int) -> list[dict]:
 def run_shard(
     manifest: str, shard: int, shards: int, config: dict, out_cases: str, out_shrunk: str, log_dir: str,
     progress_dir: str | None = None, gpus: int = 1, out_phases: str | None = None, out_builds: str | None = None,
-    usable_mib: int = 0, out_degenerate: str | None = None,
+    usable_mib: int = 0, out_degenerate: str | None = None, result_cache: str | None = None,
 ) -> None:
     """Run every submission of one shard and write its case rows; shrink each flagged submission's
     first fuzz failure right after its cases, in the same worker (loaded, its kernels compiled) and
@@ -116,7 +118,9 @@ def run_shard(
     `usable_mib`: the GPU memory the shards' assignment weighs heavy submissions against
     (`shards.shard_assignment`), the same in every shard of the run. With `out_degenerate`, run the
     null candidates of the problems the shard owns (`degenerate.owned_problems`) in its worker after its
-    submissions, and write their degenerate-problems rows there."""
+    submissions, and write their degenerate-problems rows there. With `result_cache` (a folder), a
+    submission or problem whose result an identical run stored there is read, not run
+    (`engine/result_cache.py`), and what this shard measures is stored."""
     began = time.monotonic()
     cfg = run_config(config)
     require_device(cfg.device)  # a device that cannot run here stops the stage with one line, not per-case crashes
@@ -145,6 +149,16 @@ def run_shard(
         write_plan(progress_dir, dump, plan)
         progress = ShardProgress(progress_dir, dump, shard,
                                  [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
+    cache = ResultCache(result_cache, config, cfg.device, gpu)
+    stored = {s.submission_id: cache.get(SUBMISSION, submission_identity(s)) for s in mine}
+    stored = {k: v for k, v in stored.items() if v is not None}
+    owned = owned_problems(subs, assignment, shard) if out_degenerate else []
+    stored_nulls = {i: cache.get(NULLS, problem_identity(*p)) for i, p in enumerate(owned)}
+    stored_nulls = {i: v for i, v in stored_nulls.items() if v is not None}
+    if stored or stored_nulls:
+        log.info("shard %d: %d of %d submissions and %d of %d problems' nulls read from the results cache %s",
+                 shard, len(stored), len(mine), len(stored_nulls), len(owned), result_cache)
+    to_run = len(mine) > len(stored) or len(owned) > len(stored_nulls)
     worker = Worker(cfg.device, cfg.budget, log_dir, gpu=gpu, explain=cfg.explain)
     built: dict[str, float] = {}
     rows: list[dict] = []
@@ -154,13 +168,19 @@ def run_shard(
     building = None  # the shard's builds, running beside its other submissions until a CUDA one needs them
     try:
         if out_builds:
-            worker.prestart()  # its start runs beside the builds
+            if to_run:
+                worker.prestart()  # its start runs beside the builds
             # Every source of the shard at once, each build's compiles one after another
             # (SHARD_COMPILE_JOBS).
             building = builder.submit(write_builds, [manifest], cfg.device, out_builds, jobs=None,
                                       timeout_s=BUILD_TIMEOUT_S, gpus=1, only={s.submission_id for s in mine},
                                       compile_jobs=SHARD_COMPILE_JOBS)
         for sub in mine:
+            if sub.submission_id in stored:
+                rows += read_stored(sub, stored[sub.submission_id], gpu, shrunk, phases, dump, shard)
+                if progress:
+                    progress.submission_done(sub.name)
+                continue
             if sub.submission_id in cuda and building is not None:
                 waiting = time.monotonic()
                 builds, building = building.result(), None
@@ -170,7 +190,8 @@ def run_shard(
             start = time.monotonic() - built.get(sub.submission_id, 0.0)  # its build is its time too
             worker.phases = spent = PhaseLog()
             spent.add(phase_log.BUILD, built.get(sub.submission_id, 0.0))
-            sub_rows = with_gpu(run_submission(sub, cfg, worker, progress=progress), gpu)
+            measured = run_submission(sub, cfg, worker, progress=progress)
+            sub_rows = with_gpu(measured, gpu)
             worker.phases = None
             rows += sub_rows
             bad = sum(r["outcome"] in FLAGGING for r in sub_rows)
@@ -191,15 +212,17 @@ def run_shard(
             if faults:
                 log.warning("%s: %d cases skipped as %ss (rescore's bug, not the kernel's; report it with a case's "
                             "replay command): %s", sub.name, len(faults), HARNESS_FAULT, faults[0])
+            else:  # a harness fault is rescore's, which the next run may not have: never stored
+                cache.put(SUBMISSION, submission_identity(sub),
+                          {"rows": measured, "shrunk": shrunk[-1] if failure is not None else None})
             if progress:
                 progress.submission_done(sub.name)
         if building is not None:  # no CUDA submission waited for them
             building.result()  # its table is written, or its error raised, before the shard's
         if out_degenerate:
             nulls_began = time.monotonic()
-            owned = owned_problems(subs, assignment, shard)
-            degenerate = degenerate_table(owned, cfg, worker=worker)
-            log.info("shard %d: the null candidates of %d problems in %.1f s", shard, len(owned),
+            degenerate = nulls_of(owned, stored_nulls, cfg, worker, cache)
+            log.info("shard %d: the null candidates of %d problems in %.1f s", shard, len(owned) - len(stored_nulls),
                      time.monotonic() - nulls_began)
     finally:
         worker.stop()
@@ -214,6 +237,43 @@ def run_shard(
         write_parquet(pd.DataFrame(phases) if phases else empty_frame("phases"), out_phases, "phases")
     if out_degenerate:
         write_parquet(degenerate, out_degenerate)
+
+
+def read_stored(sub: Submission, entry: dict, gpu: str | None, shrunk: list[dict], phases: list[dict], dump: str,
+                shard: int) -> list[dict]:
+    """A submission's case rows as an identical run stored them (`result_cache`), on this shard's GPU
+    slot; its shrunk failure added to `shrunk`, and one `result_cache` phase to `phases`."""
+    began = time.monotonic()
+    sub_rows = with_gpu(entry["rows"], gpu)
+    if entry.get("shrunk") is not None:
+        shrunk.append(entry["shrunk"])
+    spent, took = PhaseLog(), time.monotonic() - began
+    spent.add(phase_log.RESULT_CACHE, took)
+    phases += spent.rows(took, phase_log.case_seconds(sub_rows), dump=dump, shard=shard,
+                         submission_id=sub.submission_id, name=sub.name)
+    log.info("%s: %d cases, %d flagged (read from the results cache: an identical run measured them)", sub.name,
+             len(sub_rows), sum(r["outcome"] in FLAGGING for r in sub_rows))
+    return sub_rows
+
+
+def nulls_of(owned: list[tuple[str, Problem]], stored: dict[int, dict], cfg: RunConfig, worker: Worker,
+             cache: ResultCache) -> pd.DataFrame:
+    """The degenerate-problems rows of the `owned` problems, in their order: those in `stored` (by
+    position) as stored, the others run in `worker` and stored."""
+    missing = [p for i, p in enumerate(owned) if i not in stored]
+    ran = degenerate_table(missing, cfg, worker=worker)
+    measured = iter(ran.to_dict("records"))
+    rows = []
+    for i, problem in enumerate(owned):
+        if i in stored:
+            rows.append(stored[i])
+        else:
+            rows.append(next(measured))
+            if not pd.isna(rows[-1]["degenerate"]):  # unknown: some null could not run, which another run may
+                cache.put(NULLS, problem_identity(*problem), rows[-1])
+    table = pd.DataFrame(rows, columns=ran.columns)
+    table["degenerate"] = table["degenerate"].astype("boolean")
+    return table
 
 
 def building_first(subs: list, cuda: set[str]) -> list:
@@ -320,12 +380,14 @@ def uncertainty(cases: str, submissions: str, illusion_path: str, config: dict, 
 
 
 def sanitize(cases: str, submissions: str, manifests: list[str], config: dict, out: str, log_dir: str,
-             gpu_slot: int | None = None, text_out: str | None = None, cores: int | None = None) -> None:
+             gpu_slot: int | None = None, text_out: str | None = None, cores: int | None = None,
+             result_cache: str | None = None) -> None:
     """results/tables/sanitizer.parquet: flagged CUDA/Triton kernels rerun under compute-sanitizer
     (on `gpu_slot`'s GPU where the host has several: rescore.engine.gpus), `cores` runs at a time
-    where `sanitizer.jobs` is `auto`, and what it found in words (`text_out`: results/sanitizer.md)."""
+    where `sanitizer.jobs` is `auto`, and what it found in words (`text_out`: results/sanitizer.md);
+    runs an identical one finished are read from `result_cache` (a folder)."""
     pin_process(gpu_slot)
-    table = run_sanitizer(cases, submissions, manifests, config, out, log_dir, cores)
+    table = run_sanitizer(cases, submissions, manifests, config, out, log_dir, cores, result_cache)
     if text_out:
         write_text(sanitizer_markdown(table), text_out)
 

@@ -25,6 +25,7 @@ rule check_shard:
         progress=lambda wildcards: f"results/progress/{wildcards.dump}",
         gpus=GPUS,
         usable_mib=GPU_MEMORY_MIB,  # which submissions are heavy, dealt apart (rescore.engine.shards)
+        result_cache=RESULT_CACHE,
     threads: SHARD_THREADS
     priority: check_shard_priority
     resources:

@@ -3,6 +3,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from rescore.engine.gpus import heavy_limits, host_gpus, run_device
+from rescore.model.paths import result_cache_root
 from rescore.engine.shards import HEAVY_SHARE, shard_count, shard_is_heavy, shard_priority, shard_threads, usable_memory_mib
 
 
@@ -66,6 +67,9 @@ GPU_MEMORY_MIB = usable_memory_mib(config.get("gpu_memory_gib", "auto"), GPUS) i
 for _name, _limit in heavy_limits(GPUS if GPU_MEMORY_MIB else 0, HEAVY_SHARE).items():
     if _name not in workflow.global_resources:
         workflow.register_resource(_name, _limit)
+# Where the check shards and the sanitizer read and store what identical runs measured
+# (rescore.engine.result_cache); None with `result_cache: false`.
+RESULT_CACHE = str(result_cache_root()) if config.get("result_cache", True) else None
 CPU_ENV = "../../envs/cpu.yaml"
 # Whether robustness findings (special values, extreme magnitudes, cancellation, one toolchain's
 # compiler: rescore.model.evidence) count toward the headline verdicts; the analysis stages get it.

@@ -27,6 +27,7 @@ rule sanitizer:
     params:
         config={k: config[k] for k in ("device", "budget", "sanitizer") if k in config},
         gpu_slot=shard_slot(GPUS - 1, GPUS),  # the last GPU: not the one timing runs on
+        result_cache=RESULT_CACHE,  # runs an identical one finished are read (rescore.engine.result_cache)
     threads: sanitizer_settings(config, CORES)["jobs"]  # `jobs: auto`: every core the run was given
     resources:
         gpu=1 if SANITIZER_ON_GPU else 0,

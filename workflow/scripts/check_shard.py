@@ -18,4 +18,5 @@ run_shard(
     snakemake.output.builds,
     snakemake.params.usable_mib,
     snakemake.output.degenerate,
+    snakemake.params.result_cache,
 )

@@ -5,4 +5,4 @@ from rescore.stages import sanitize, setup_logging
 setup_logging(snakemake.log[0])
 sanitize(snakemake.input.cases, snakemake.input.submissions, list(snakemake.input.manifests), snakemake.params.config,
          snakemake.output.table, snakemake.log[0] + ".runs", snakemake.params.gpu_slot, snakemake.output.text,
-         snakemake.threads)
+         snakemake.threads, snakemake.params.result_cache)

@@ -20,6 +20,7 @@ MEMORY_WAIT = "memory_wait"  # waiting for the ledger to grant the device memory
 DEVICE_WAIT = "device_wait"  # waiting for the device lock: a retry holding the device alone, or a retry's hand-back
 IPC = "ipc"  # a request's round trip less the worker's own time (the pipe, pickling, waking up)
 SHRINK = "shrink"  # shrinking the submission's first fuzz failure (every request of it)
+RESULT_CACHE = "result_cache"  # reading a submission's stored result (`result_cache.py`): none of its cases ran
 PARENT = "parent"  # the rest of the submission's elapsed time: the runner's own work
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from rescore.analysis.uncertainty import memory_safety_lines
+from rescore.engine.result_cache import SANITIZER, ResultCache, submission_identity
 from rescore.engine.sandbox import Worker, request_with_retry
 from rescore.engine.sanitizer_log import parse_report
 from rescore.model.failures import FIRST_FAILURE_ORDER
@@ -66,6 +67,10 @@ DEFAULTS = {
     # 071391d, 8 of 16 cores ran 55 of 192 runs in a budget of 120 s while the other 8 were idle)
     "jobs": "auto",
 }
+# What decides a run's rows besides its case and tool: every setting but these (`result_cache.py`)
+RUN_INDEPENDENT = ("tools", "budget_s", "jobs", "max_submissions", "passing")
+CASE_IDENTITY = ("oracle", "strategy", "seed", "dtype", "case_index", "outcome", "why")
+FINISHED = ("found", "clean", Outcome.TIMEOUT)  # the statuses a results cache keeps: the run ended on its own terms
 # Tools whose view of memory is the allocation: with the caching allocator on, they see its blocks.
 NO_CACHING_TOOLS = ("memcheck", "initcheck")
 NO_CACHING_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
@@ -254,10 +259,11 @@ def not_run_rows(subs: dict[str, Submission], runs: list[tuple[str, dict]], reas
 
 
 def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], config: dict, out: str,
-                  log_dir: str, cores: int | None = None) -> pd.DataFrame:
+                  log_dir: str, cores: int | None = None, result_cache: str | None = None) -> pd.DataFrame:
     """The sanitizer table of the run: the selected cases under each tool (in the order of `tools`,
     each over the selected cases, flagged ones first), `jobs` runs at a time (`auto`: `cores`), until
-    the stage's budget is spent, or `not_run` rows saying why."""
+    the stage's budget is spent, or `not_run` rows saying why. With `result_cache` (a folder), a run
+    an identical one finished is read from there (`result_cache.py`), costing none of the budget."""
 
     cfg = settings(config, cores)
     subs = {s.submission_id: s for s in read_manifests(manifests)}
@@ -279,7 +285,11 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
     else:
         version = sanitizer_version(executable)
         log.info("sanitizer: %s (%s) on %s", executable, version, why)
-        rows = _run_all(runs, subs, cfg, Path(log_dir), version)
+        scope = {k: v for k, v in cfg.items() if k not in RUN_INDEPENDENT}
+        cache = ResultCache(result_cache, dict(scope, version=version), "cuda", None)
+        rows = _run_all(runs, subs, cfg, Path(log_dir), version, cache)
+        if cache.hits:
+            log.info("sanitizer: %d of %d runs read from the results cache %s", cache.hits, len(runs), result_cache)
     df = pd.DataFrame(rows, columns=COLUMNS)
     write_parquet(df, out)
     counts = df["status"].value_counts().to_dict() if len(df) else {}
@@ -290,18 +300,26 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
 
 
 def _run_all(runs: list[tuple[str, dict]], subs: dict[str, Submission], cfg: dict, log_dir: Path,
-             version: str) -> list[dict]:
+             version: str, cache: ResultCache | None = None) -> list[dict]:
     """Every run, `jobs` at a time in their order; a run starts only while the stage's budget lasts,
-    with what is left of it as its limit. The rows keep the runs' order; those never started are
-    `not_run`, saying after how many runs the budget was spent."""
+    with what is left of it as its limit, unless `cache` has it. The rows keep the runs' order; those
+    never started are `not_run`, saying after how many runs the budget was spent."""
     deadline = time.monotonic() + cfg["budget_s"] if cfg["budget_s"] > 0 else None
+    cache = cache or ResultCache(None, {}, "cuda")
 
     def one(i: int, tool: str, case: dict) -> list[dict] | None:
+        sub = subs[case["submission_id"]]
+        identity = {"submission": submission_identity(sub), "tool": tool,
+                    "case": {k: case.get(k) for k in CASE_IDENTITY}}
+        got = cache.get(SANITIZER, identity)
+        if got is not None:
+            return got
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             return None
-        sub = subs[case["submission_id"]]
         got = sanitize_case(sub, case, tool, cfg, log_dir, version=version, limit_s=left)
+        if all(r["status"] in FINISHED for r in got):  # one cut short or unable to finish is run again next time
+            cache.put(SANITIZER, identity, got)
         log.info("sanitizer %d/%d %s %s: %s", i + 1, len(runs), sub.name, tool,
                  "; ".join(f"{r['status']} {r.get('diagnosis') or ''} {r.get('kernel') or ''}".strip() for r in got))
         return got

@@ -20,6 +20,7 @@ MODULE_CACHE = CACHE / "modules"  # content-addressed copies of sources a worker
 GENERATED_DIR = CACHE / "generated"  # sources generated at ingest (other formats in KernelBench form)
 CUDA_CACHE_DEFAULT = CACHE / "torch_extensions"
 FAILURE_STORE_DEFAULT = CACHE / "failures"
+RESULT_CACHE_DEFAULT = CACHE / "results"
 
 
 def cuda_cache_root(root: str | os.PathLike | None = None) -> Path:
@@ -35,6 +36,12 @@ def shard_memory_file() -> Path:
 def failure_store_root() -> Path:
     """Where `rescore check` keeps each submission's failures: $RESCORE_FAILURE_STORE, else .rescore-cache/failures."""
     return Path(os.environ.get("RESCORE_FAILURE_STORE", FAILURE_STORE_DEFAULT))
+
+
+def result_cache_root() -> Path:
+    """Where the check shards and the sanitizer keep what they measured (`engine/result_cache.py`):
+    $RESCORE_RESULT_CACHE, else .rescore-cache/results."""
+    return Path(os.environ.get("RESCORE_RESULT_CACHE") or RESULT_CACHE_DEFAULT)
 
 
 def static_cache_dir() -> Path:

@@ -1,0 +1,160 @@
+"""Results already measured, reused when nothing that decides them has changed.
+
+A check shard's result for one submission (its case rows, its shrunk failure), a problem's null
+candidates and a compute-sanitizer run are each stored under a key that hashes everything that
+decides them: the submission or problem as ingested (source, path, what the dump says of it), the
+run's settings, rescore's own code (every file of the package) and the machine (python, torch,
+triton, the GPU's model and driver). A second run with any of them changed measures again; one with
+none changed (`rm -rf results`, a new figure, one more dump) reads the stored rows instead of
+spending the GPU on them again.
+
+What is never stored: a submission with a harness fault among its cases (rescore's own fault, which
+another run may not have) and a sanitizer run that did not finish. On a GPU whose model
+nvidia-smi cannot tell, nothing is stored or read: the key could not tell two GPUs apart.
+
+Entries are pickles under `.rescore-cache/results/` ($RESCORE_RESULT_CACHE; config `result_cache:
+false` turns it off), each written whole (a temporary file, then a rename), so shards that write at
+once never read half an entry; one that cannot be read is a miss, logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import pickle
+import platform
+import subprocess
+import tempfile
+from dataclasses import asdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rescore.model.paths import PACKAGE_ROOT
+from rescore.model.records import Problem, Submission
+
+log = logging.getLogger("rescore")
+
+SUBMISSION = "submission"  # a check shard's rows for one submission
+NULLS = "nulls"  # one problem's row of the degenerate-problems table
+SANITIZER = "sanitizer"  # one (tool, case) run's rows under compute-sanitizer
+
+
+@functools.cache
+def code_hash() -> str:
+    """A hash of every file of the rescore package (sources and data): any change to rescore's
+    code measures again."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE_ROOT.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            h.update(str(path.relative_to(PACKAGE_ROOT)).encode())
+            h.update(b"\0")
+            h.update(path.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def gpu_identity(gpu: str | None) -> str | None:
+    """The model, memory and driver of the GPU a worker on `gpu` (its CUDA_VISIBLE_DEVICES) sees, from
+    nvidia-smi; None when it cannot tell."""
+    index = (gpu or os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader",
+                              "-i", index], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = out.stdout.strip()
+    return text if out.returncode == 0 and text else None
+
+
+def machine(device: str, gpu: str | None = None) -> dict | None:
+    """What of the machine decides a result: python, torch, triton, the device, and on a GPU its model;
+    None on a GPU nvidia-smi cannot name (then nothing is cached)."""
+    found = {"python": platform.python_version(), "torch": _version("torch"), "triton": _version("triton"),
+             "device": device, "arch": platform.machine()}
+    if device == "cuda":
+        found["gpu"] = gpu_identity(gpu)
+        if found["gpu"] is None:
+            return None
+    return found
+
+
+def submission_identity(sub: Submission) -> dict:
+    """The submission as ingested (its problem's too), paths included: the replay commands in its rows name them."""
+    return asdict(sub)
+
+
+def problem_identity(dump: str, problem: Problem) -> dict:
+    """A problem as ingested, and its dump."""
+    return {"dump": dump, "problem": asdict(problem)}
+
+
+class ResultCache:
+    """The stored results of one kind of run: `get` and `put` by a key `key` makes from what decides them.
+    `root` None (or a machine that cannot be named) is a cache that finds nothing and keeps nothing."""
+
+    def __init__(self, root: str | os.PathLike | None, settings: dict, device: str, gpu: str | None = None) -> None:
+        found = machine(device, gpu) if root is not None else None
+        if root is not None and found is None:
+            log.warning("results cache off: nvidia-smi does not name the GPU (CUDA_VISIBLE_DEVICES=%s), so a result "
+                        "measured on one GPU could be read on another; every submission is run", gpu)
+        self.root = Path(root) if found is not None else None
+        self._scope = {"code": code_hash(), "machine": found, "settings": settings}
+        self.hits = 0
+        self.stored = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.root is not None
+
+    def key(self, kind: str, identity: Any) -> str:
+        """The entry's name: a hash of `kind`, what the result is of, and the cache's scope."""
+        text = json.dumps({"kind": kind, "of": identity, **self._scope}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+    def _path(self, kind: str, key: str) -> Path:
+        assert self.root is not None
+        return self.root / kind / key[:2] / f"{key}.pkl"
+
+    def get(self, kind: str, identity: Any) -> Any | None:
+        """The stored value for `identity`, or None (nothing stored, the cache off, an unreadable entry)."""
+        if self.root is None:
+            return None
+        path = self._path(kind, self.key(kind, identity))
+        if not path.exists():
+            return None
+        try:
+            value = pickle.loads(path.read_bytes())
+        except Exception as exc:  # noqa: BLE001 - a damaged entry is a miss, never a stopped shard
+            log.warning("results cache: %s could not be read (%s: %s); measured again", path, type(exc).__name__, exc)
+            return None
+        self.hits += 1
+        return value
+
+    def put(self, kind: str, identity: Any, value: Any) -> None:
+        """Store `value` for `identity`; a refused write is logged, and the run goes on without it."""
+        if self.root is None:
+            return
+        path = self._path(kind, self.key(kind, identity))
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+            self.stored += 1
+        except OSError as exc:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            log.warning("results cache: could not write %s (%s); the next run measures this again", path, exc)
