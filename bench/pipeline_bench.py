@@ -3,8 +3,10 @@
 python bench/pipeline_bench.py throughput [--device cuda] [--workers 8] [--cases 400] [--entry relu_triton]
     fuzz cases per second for one kernel, float64 reference included, several workers at once
     (the H200 target: >= 500 cases/s for an elementwise kernel at sizes up to 1M elements)
-python bench/pipeline_bench.py pipeline [--cores 8] [--profile local] [--snakemake-args "..."]
-    wall time of `snakemake --cores N all` from a clean results folder (targets: CPU < 10 min, H200 < 3 min)
+python bench/pipeline_bench.py pipeline [--cores 8] [--profile local] [--snakemake-args "..."] [--warm]
+    wall time of `snakemake --cores N all` from a clean results folder (targets: CPU < 10 min, H200 < 3 min);
+    --warm: then again after `rm -rf results .snakemake`, the work folder's caches kept (its results
+    cache: README, "Warm runs"), and whether the second run's case outcomes are the first's
 python3 bench/pipeline_bench.py fresh [--runs 2] [--cores 8] [--rev HEAD] [--test] [--pip-cache] [--keep] [--out F]
     what a newcomer's `make all` costs: each run clones this repository afresh (tracked files only: no
     .venv, results, .snakemake or .rescore-cache), times the set-up (`make venv`: a new .venv, pip
@@ -127,7 +129,28 @@ def pipeline(args: argparse.Namespace) -> dict:
                        fuzz_cases_per_kernel_dtype_median=float(per.median()))
     else:
         out["stderr_tail"] = r.stderr[-2000:]
+    if args.warm and r.returncode == 0:
+        shutil.move(work / "results", work / "results.cold")
+        shutil.rmtree(work / ".snakemake", ignore_errors=True)
+        start = time.perf_counter()
+        warm = subprocess.run(cmd, capture_output=True, text=True)
+        out.update(warm_wall_s=time.perf_counter() - start, warm_ok=warm.returncode == 0)
+        if warm.returncode == 0:
+            out["warm_outcomes_differ"] = outcomes_differ(work / "results.cold", work / "results")
+        else:
+            out["warm_stderr_tail"] = warm.stderr[-2000:]
     return out
+
+
+def outcomes_differ(a: Path, b: Path) -> int:
+    """How many cases of run `a` have another outcome, or no row, in run `b` (by submission, oracle,
+    strategy, purpose, dtype and case index)."""
+    import pandas as pd
+
+    key = ["submission_id", "oracle", "strategy", "purpose", "dtype", "case_index"]
+    left, right = (pd.read_parquet(p / "tables" / "cases.parquet", columns=[*key, "outcome"]) for p in (a, b))
+    both = left.merge(right, on=key, how="outer", suffixes=("_a", "_b"), indicator=True)
+    return int(((both["_merge"] != "both") | (both["outcome_a"] != both["outcome_b"])).sum())
 
 
 def stage_times(log: str) -> dict:
@@ -260,6 +283,7 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=8)
     p.add_argument("--profile", default="")
     p.add_argument("--snakemake-args", default="", help='more snakemake options, e.g. "--set-threads check_shard=2"')
+    p.add_argument("--warm", action="store_true", help="then again, results removed and the caches kept")
     f = sub.add_parser("fresh", parents=[common])
     f.add_argument("--runs", type=int, default=2)
     f.add_argument("--cores", type=int, default=8, help="make all CORES=N (the README's command: 8)")

@@ -5,6 +5,7 @@ a sanitizer run cut short and a GPU nvidia-smi cannot name are never stored."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ from rescore import stages
 from rescore.engine import result_cache, sanitizer
 from rescore.engine.phase_log import RESULT_CACHE
 from rescore.engine.result_cache import SUBMISSION, ResultCache, submission_identity
+from rescore.engine.shards import CACHED_AT_INGEST
 from rescore.model.outcomes import HARNESS_FAULT
 from rescore.model.records import submission_to_dict
 from rescore.model.tables import read_parquet
@@ -100,6 +102,19 @@ def test_anything_that_decides_a_result_changes_its_key(monkeypatch, tmp_path):
     assert key != ResultCache(tmp_path, CONFIG, "cpu").key(SUBMISSION, submission_identity(sub))
     monkeypatch.setattr(result_cache, "machine", lambda device, gpu=None: {"torch": "another"})
     assert key != ResultCache(tmp_path, CONFIG, "cpu").key(SUBMISSION, submission_identity(sub))
+
+
+def test_whether_its_build_was_cached_at_ingest_is_not_part_of_a_submissions_key(tmp_path):
+    """Every run after the first reads the dump with the CUDA C builds cached (`shards.note_cached_builds`);
+    that deals the shards out, and must not make every CUDA C submission a miss (it did, on an H100)."""
+    sub = replace(toy_submission("problem_scale.py", "torch_correct.py", dtypes=("float32",)), language="cuda")
+    cache = ResultCache(tmp_path, CONFIG, "cpu")
+
+    def key(**extra):
+        return cache.key(SUBMISSION, submission_identity(replace(sub, extra=extra)))
+
+    assert key(level=1, **{CACHED_AT_INGEST: False}) == key(level=1, **{CACHED_AT_INGEST: True}) == key(level=1)
+    assert key(level=1) != key(level=2)
 
 
 def test_a_gpu_nvidia_smi_cannot_name_turns_the_cache_off(tmp_path, monkeypatch, caplog):

@@ -116,14 +116,28 @@ def test_a_kernel_that_exits_on_every_case_is_settled_after_two(worker):
     assert doc["verdict"] == "flagged" and doc["run"] == 1 and doc["stopped"] == settled_reason(rows)
 
 
-def test_a_hang_costs_one_full_timeout_and_one_short_one(worker):
+def test_the_fixed_checks_death_alone_neither_settles_the_fuzz_cases_nor_shortens_their_timeout():
+    pace = Pace(timeout_s=30, total=4, settle_timeout_s=2)
+    fixed = {"outcome": "timeout", "reason": "no answer within 30 s"}
+    assert pace.record(fixed, "timeout", 30, settles=False) is fixed
+    assert pace.timeout() == 30 and pace.stop_reason() is None  # the first fuzz case gets the full timeout
+    pace.record({"outcome": "timeout"}, "timeout", pace.timeout())
+    assert pace.timeout() == 2
+    assert pace.stop_reason() == ("settled: 2 cases in a row timed out (2 at the full 30 s); its verdict cannot "
+                                  "change, remaining cases not run")
+
+
+def test_a_hang_costs_one_full_timeout_in_each_oracle_and_is_a_timeout_in_both(worker):
+    """No call limit (its floor 0): the fixed check and the first fuzz case each time out at the full
+    timeout, and the fuzz verdict is flagged, not `skipped` behind the fixed check's timeout."""
     cfg = RunConfig(strategies={"default": 4}, dtypes=("float32",), timeout_s=3, settle_timeout_s=1,
                     load_timeout_s=300)
     rows = run_submission(hack("infinite_loop"), cfg, worker)
-    assert [r["outcome"] for r in rows] == ["timeout", "skipped", "skipped", "skipped", "skipped"]
-    assert "no answer within 1 s" in rows[1]["reason"] and "not judged" in rows[1]["reason"]
-    assert "1 at the full 3 s, 1 at the shortened 1 s" in rows[2]["reason"]
-    assert summarize(rows)["fuzz"]["verdict"] == "skipped"  # the fixed check's timeout is the verdict
+    assert [r["outcome"] for r in rows] == ["timeout", "timeout", "skipped", "skipped", "skipped"]
+    assert "no answer within 3 s" in rows[1]["reason"]
+    assert "2 at the full 3 s" in rows[2]["reason"]
+    doc = summarize(rows)
+    assert doc["fixed"]["outcome"] == "timeout" and doc["fuzz"]["verdict"] == "flagged"
 
 
 def test_a_kernel_that_hangs_on_one_size_only_is_not_cut_off(worker):

@@ -32,6 +32,11 @@ every case; neither changes its verdict after the first few. So, per submission:
   timeout is back for the case after it. One that does not is not judged (`skipped`, never a
   `timeout` at a limit shorter than the configured one) unless its call ran past its own limit
   (then it is that call's `timeout`), and counts towards settling either way.
+- the fixed check's death is the fixed verdict, not the fuzz oracle's: it counts in the streak, but
+  neither shortens the first fuzz case's timeout nor settles the fuzz cases until one of them has
+  died the same way and been judged. A kernel that never returns is then a `timeout` in both
+  oracles, never a fuzz verdict of `skipped` (on an H100 a CUDA-L1 kernel that hung once in its
+  fixed check had its fuzz verdict `skipped` that way).
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class Pace:
     streak: list[str] = field(default_factory=list)  # death kinds of the last cases, in a row
     full_timeouts: int = 0  # timeouts at the full per-case timeout in the current streak
     limited_timeouts: int = 0  # timeouts at a call's own limit (`call_limit`) in the current streak
+    judged: int = 0  # deaths in the current streak judged in the oracle whose cases settling would skip
     waited: Callable[[], float] = _no_wait  # the seconds its worker has waited for its device so far (the reason)
 
     def __post_init__(self) -> None:
@@ -86,7 +92,7 @@ class Pace:
 
     def stop_reason(self) -> str | None:
         """Why the next case is not run (None: run it)."""
-        if self.settle_after and len(self.streak) >= self.settle_after:
+        if self.settle_after and len(self.streak) >= self.settle_after and self.judged:
             return self._settled()
         if self.budget_s is not None and self.spent() >= self.budget_s:
             waits = self.device_waits()
@@ -97,26 +103,30 @@ class Pace:
 
     def timeout(self) -> float:
         """The next case's timeout: shortened while the last case timed out."""
-        if self.streak and self.streak[-1] == Outcome.TIMEOUT.value and self.settle_after:
+        if self.streak and self.streak[-1] == Outcome.TIMEOUT.value and self.settle_after and self.judged:
             return min(self.timeout_s, self.settle_timeout_s)
         return self.timeout_s
 
-    def record(self, row: dict, death: str | None, timeout: float) -> dict:
+    def record(self, row: dict, death: str | None, timeout: float, settles: bool = True) -> dict:
         """Count one case that ran (`death`: how its worker died, None if it answered); returns its
-        row, `skipped` when it outlived only a shortened timeout (not its call's own limit: `limit_s`)."""
+        row, `skipped` when it outlived only a shortened timeout (not its call's own limit: `limit_s`).
+        `settles` False: a case of another oracle than the cases after it (the fixed check), whose
+        death cannot settle them or shorten their timeout on its own."""
         self.done += 1
         if death == HARNESS_TIMEOUT:  # the machine's limit, not the kernel's death: as if it answered
             death = None
         if death is None or (self.streak and self.streak[-1] != death):
-            self.streak, self.full_timeouts, self.limited_timeouts = [], 0, 0
+            self.streak, self.full_timeouts, self.limited_timeouts, self.judged = [], 0, 0, 0
         if death is None:
             return row
         self.streak.append(death)
         if death == Outcome.TIMEOUT.value and row.get("limit_s") is not None:
             self.limited_timeouts += 1
+            self.judged += settles
             return row
         if death != Outcome.TIMEOUT.value or timeout >= self.timeout_s:
             self.full_timeouts += death == Outcome.TIMEOUT.value
+            self.judged += settles
             return row
         reason = (f"no answer within {timeout:g} s, the shortened timeout after a case of this submission timed "
                   f"out at the full {self.timeout_s:g} s; not judged")

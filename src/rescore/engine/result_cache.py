@@ -33,6 +33,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rescore.engine.shards import CACHED_AT_INGEST
 from rescore.model.paths import PACKAGE_ROOT
 from rescore.model.records import Problem, Submission
 
@@ -41,6 +42,7 @@ log = logging.getLogger("rescore")
 SUBMISSION = "submission"  # a check shard's rows for one submission
 NULLS = "nulls"  # one problem's row of the degenerate-problems table
 SANITIZER = "sanitizer"  # one (tool, case) run's rows under compute-sanitizer
+PLANNING_ONLY = (CACHED_AT_INGEST,)  # keys of a submission's `extra` that decide no result
 
 
 @functools.cache
@@ -90,8 +92,12 @@ def machine(device: str, gpu: str | None = None) -> dict | None:
 
 
 def submission_identity(sub: Submission) -> dict:
-    """The submission as ingested (its problem's too), paths included: the replay commands in its rows name them."""
-    return asdict(sub)
+    """The submission as ingested (its problem's too), paths included: the replay commands in its rows
+    name them. Less what only deals the shards out (whether the build cache held its CUDA C source
+    when the dump was read: true in every run after the first)."""
+    found = asdict(sub)
+    found["extra"] = {k: v for k, v in found["extra"].items() if k not in PLANNING_ONLY}
+    return found
 
 
 def problem_identity(dump: str, problem: Problem) -> dict:
