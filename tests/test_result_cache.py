@@ -47,7 +47,7 @@ def test_a_second_identical_shard_reads_every_result_and_runs_nothing(tmp_path, 
     manifest = _manifest(tmp_path, subs)
     cache = tmp_path / "cache"
     first = _shard(tmp_path, manifest, "first", cache)
-    assert len(list((cache / SUBMISSION).rglob("*.pkl"))) == 2 and len(list((cache / "nulls").rglob("*.pkl"))) == 1
+    assert len(list((cache / SUBMISSION).rglob("*.pkl.z"))) == 2 and len(list((cache / "nulls").rglob("*.pkl.z"))) == 1
 
     def refuse(*args, **kw):
         raise AssertionError("a stored submission or problem was run again")
@@ -87,7 +87,7 @@ def test_a_submission_with_a_harness_fault_is_never_stored(tmp_path, monkeypatch
 
     monkeypatch.setattr(stages, "run_submission", faulty)
     _shard(tmp_path, manifest, "first", tmp_path / "cache")
-    assert not list((tmp_path / "cache" / SUBMISSION).rglob("*.pkl"))
+    assert not list((tmp_path / "cache" / SUBMISSION).rglob("*.pkl.z"))
 
 
 def test_anything_that_decides_a_result_changes_its_key(monkeypatch, tmp_path):
@@ -133,7 +133,7 @@ def test_a_gpu_nvidia_smi_cannot_name_turns_the_cache_off(tmp_path, monkeypatch,
 def test_a_damaged_entry_is_a_miss_that_says_where(tmp_path, caplog):
     cache = ResultCache(tmp_path, CONFIG, "cpu")
     cache.put(SUBMISSION, {"a": 1}, {"rows": [1]})
-    (entry,) = (tmp_path / SUBMISSION).rglob("*.pkl")
+    (entry,) = (tmp_path / SUBMISSION).rglob("*.pkl.z")
     entry.write_bytes(b"half an entry")
     with caplog.at_level("WARNING", logger="rescore"):
         assert cache.get(SUBMISSION, {"a": 1}) is None
