@@ -153,7 +153,7 @@ def test_a_sanitizer_run_is_stored_only_when_it_finished(tmp_path, monkeypatch, 
     monkeypatch.setattr(sanitizer, "availability", lambda cfg: ("/bin/compute-sanitizer", "stand-in"))
     monkeypatch.setattr(sanitizer, "sanitizer_version", lambda exe: "stand-in")
     monkeypatch.setattr(result_cache, "gpu_identity", lambda gpu: "NVIDIA H100 80GB HBM3, 81559 MiB, 580.1")
-    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"]}}
+    config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], "jobs": 1}}  # runs in their order
     inputs = _stage_inputs(tmp_path, subs)
     first = sanitizer.run_sanitizer(*inputs, config, str(tmp_path / "a.parquet"), str(tmp_path / "logs"),
                                     result_cache=str(tmp_path / "cache"))

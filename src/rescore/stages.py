@@ -150,11 +150,10 @@ def run_shard(
         progress = ShardProgress(progress_dir, dump, shard,
                                  [(s.name, planned[s.submission_id], weight[s.submission_id]) for s in mine])
     cache = ResultCache(result_cache, config, cfg.device, gpu)
-    stored = {s.submission_id: cache.get(SUBMISSION, submission_identity(s)) for s in mine}
-    stored = {k: v for k, v in stored.items() if v is not None}
+    stored = {s.submission_id: entry for s in mine
+              if (entry := cache.get(SUBMISSION, submission_identity(s))) is not None}
     owned = owned_problems(subs, assignment, shard) if out_degenerate else []
-    stored_nulls = {i: cache.get(NULLS, problem_identity(*p)) for i, p in enumerate(owned)}
-    stored_nulls = {i: v for i, v in stored_nulls.items() if v is not None}
+    stored_nulls = {i: row for i, p in enumerate(owned) if (row := cache.get(NULLS, problem_identity(*p))) is not None}
     if stored or stored_nulls:
         log.info("shard %d: %d of %d submissions and %d of %d problems' nulls read from the results cache %s",
                  shard, len(stored), len(mine), len(stored_nulls), len(owned), result_cache)

@@ -28,17 +28,16 @@ import logging
 import os
 import pickle
 import platform
-import subprocess
 import tempfile
 import zlib
 from dataclasses import asdict
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from rescore.engine.shards import CACHED_AT_INGEST
 from rescore.model.paths import PACKAGE_ROOT
 from rescore.model.records import Problem, Submission
+from rescore.runtime.device import gpu_identity, installed_versions
 
 log = logging.getLogger("rescore")
 
@@ -62,31 +61,10 @@ def code_hash() -> str:
     return h.hexdigest()
 
 
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def gpu_identity(gpu: str | None) -> str | None:
-    """The model, memory and driver of the GPU a worker on `gpu` (its CUDA_VISIBLE_DEVICES) sees, from
-    nvidia-smi; None when it cannot tell."""
-    index = (gpu or os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader",
-                              "-i", index], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = out.stdout.strip()
-    return text if out.returncode == 0 and text else None
-
-
 def machine(device: str, gpu: str | None = None) -> dict | None:
     """What of the machine decides a result: python, torch, triton, the device, and on a GPU its model;
     None on a GPU nvidia-smi cannot name (then nothing is cached)."""
-    found = {"python": platform.python_version(), "torch": _version("torch"), "triton": _version("triton"),
-             "device": device, "arch": platform.machine()}
+    found = {"python": platform.python_version(), **installed_versions(), "device": device, "arch": platform.machine()}
     if device == "cuda":
         found["gpu"] = gpu_identity(gpu)
         if found["gpu"] is None:
@@ -120,7 +98,6 @@ class ResultCache:
         self.root = Path(root) if found is not None else None
         self._scope = {"code": code_hash(), "machine": found, "settings": settings}
         self.hits = 0
-        self.stored = 0
 
     @property
     def enabled(self) -> bool:
@@ -162,7 +139,6 @@ class ResultCache:
             with os.fdopen(fd, "wb") as f:
                 f.write(zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 6))
             os.replace(tmp, path)
-            self.stored += 1
         except OSError as exc:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)

@@ -300,12 +300,11 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
 
 
 def _run_all(runs: list[tuple[str, dict]], subs: dict[str, Submission], cfg: dict, log_dir: Path,
-             version: str, cache: ResultCache | None = None) -> list[dict]:
+             version: str, cache: ResultCache) -> list[dict]:
     """Every run, `jobs` at a time in their order; a run starts only while the stage's budget lasts,
     with what is left of it as its limit, unless `cache` has it. The rows keep the runs' order; those
     never started are `not_run`, saying after how many runs the budget was spent."""
     deadline = time.monotonic() + cfg["budget_s"] if cfg["budget_s"] > 0 else None
-    cache = cache or ResultCache(None, {}, "cuda")
 
     def one(i: int, tool: str, case: dict) -> list[dict] | None:
         sub = subs[case["submission_id"]]

@@ -94,24 +94,35 @@ def gpu_count() -> int:
         return 0
 
 
-def gpu_memory_mib(visible: str | None = None) -> int | None:
-    """The total memory in MiB of the smallest GPU this process may use, read from `nvidia-smi` (which,
-    unlike torch, opens no CUDA context: a Snakemake process asking would hold one for the whole run);
-    the GPUs CUDA_VISIBLE_DEVICES lists by index where it does. None without nvidia-smi or a GPU."""
+def nvidia_smi(query: str, *args: str) -> list[list[str]] | None:
+    """`nvidia-smi --query-gpu=QUERY [ARGS]`, one list of fields per GPU (nvidia-smi, unlike torch,
+    opens no CUDA context: a Snakemake process asking would hold one for the whole run). None without
+    nvidia-smi or a GPU."""
     import subprocess
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", *args],
                              capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    totals = {}
-    for line in out.splitlines():
-        index, _, total = line.partition(",")
-        if index.strip().isdigit() and total.strip().isdigit():
-            totals[index.strip()] = int(total.strip())
+    return [[field.strip() for field in line.split(",")] for line in out.splitlines() if line.strip()]
+
+
+def gpu_memory_mib(visible: str | None = None) -> int | None:
+    """The total memory in MiB of the smallest GPU this process may use (`nvidia_smi`); the GPUs
+    CUDA_VISIBLE_DEVICES lists by index where it does. None without nvidia-smi or a GPU."""
+    totals = {row[0]: int(row[1]) for row in nvidia_smi("index,memory.total") or []
+              if len(row) == 2 and row[0].isdigit() and row[1].isdigit()}
     given = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
     wanted = [e.strip() for e in (given or "").split(",") if e.strip()]
     if wanted and all(e.isdigit() for e in wanted):
         totals = {k: v for k, v in totals.items() if k in wanted}
     return min(totals.values()) if totals else None
+
+
+def gpu_identity(visible: str | None = None) -> str | None:
+    """The model, memory (MiB) and driver of the first GPU this process may use (`visible`, else
+    CUDA_VISIBLE_DEVICES), from `nvidia_smi`; None where it cannot tell."""
+    index = (visible or os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    rows = nvidia_smi("name,memory.total,driver_version", "-i", index)
+    return ", ".join(rows[0]) if rows else None
