@@ -140,6 +140,39 @@ def test_the_first_failing_case_of_each_cuda_or_triton_submission_is_chosen():
     assert list(select_cases(cases, subs, passing=True)["why"]) == ["nondeterministic", "flagged", "representative"]
 
 
+def test_a_failing_case_that_ran_the_submissions_own_cuda_is_chosen_before_one_that_fell_back_to_pytorch():
+    subs = pd.DataFrame({"submission_id": ["a", "b"], "language": ["cuda", "cuda"]})
+    cases = _cases([
+        {"submission_id": "a", "case_index": 0, "seed": 1, "outcome": "mismatch", "cuda_ran": "no",
+         "cuda_build": "not_called"},
+        {"submission_id": "a", "case_index": 1, "seed": 2, "outcome": "mismatch", "cuda_ran": "yes",
+         "cuda_build": "built"},
+        {"submission_id": "b", "case_index": 0, "seed": 3, "outcome": "crash", "cuda_ran": "no",
+         "cuda_build": "compile_failed"},
+    ])
+    chosen = select_cases(cases, subs)
+    assert list(zip(chosen["submission_id"], chosen["seed"])) == [("a", 2), ("b", 3)]
+    assert [sanitizer.only_pytorch_ran(c) for c in chosen.to_dict("records")] == [False, True]
+
+
+def test_a_case_that_ran_none_of_the_submissions_own_cuda_is_not_run_with_the_reason(tmp_path, monkeypatch, caplog):
+    """Its build failed and PyTorch answered: no worker starts under any tool, and each tool's row says
+    why; the other submission's runs go ahead."""
+    with caplog.at_level("INFO", logger="rescore"):
+        df, made = _timed_stage(tmp_path, monkeypatch, 0.0, cuda_ran={"scale_tail_bug": "no"})
+    assert sorted({m[0] for m in made}) == ["rowsum_triton", "scale_unmasked"] and len(made) == 4
+    idle = df[df["name"] == "scale_tail_bug"]
+    assert list(idle["tool"]) == ["memcheck", "racecheck"] and (idle["status"] == "not_run").all()
+    assert set(idle["reason"]) == {
+        "this case ran none of the submission's own CUDA (build failed: results/cuda_builds.parquet); its "
+        "kernels were all PyTorch's, which the sanitizer would watch in its place"}
+    assert (df[df["name"] != "scale_tail_bug"]["status"] == "clean").all()
+    assert "2 runs not_run: their case ran none of the submission's own CUDA (1 submissions)" in caplog.text
+    from rescore.analysis.uncertainty import memory_safety_lines
+
+    assert "1 CUDA submissions were not sanitized" in " ".join(memory_safety_lines(df))
+
+
 def standin(folder: Path, monkeypatch, teardown_s: float = 0.0) -> Path:
     """`compute-sanitizer` on PATH: the stand-in, taking `teardown_s` between its program's end and its summary."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -226,19 +259,24 @@ def test_the_sanitizer_gets_exit_wait_s_to_write_its_summary_and_a_run_it_exceed
            "(sanitizer.exit_wait_s); the case ended pass" in cut["reason"]
 
 
-def _stage_inputs(tmp_path: Path, subs: list) -> tuple[str, str, list[str]]:
+def _stage_inputs(tmp_path: Path, subs: list, cuda_ran: dict | None = None) -> tuple[str, str, list[str]]:
+    """The stage's input files: one crashing case per submission, its `cuda_ran` from `cuda_ran` by
+    name (with `cuda_build` compile_failed where it is no)."""
     from rescore.model.records import submission_to_dict
 
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps([submission_to_dict(s) for s in subs]))
     write_parquet(pd.DataFrame([s.row() for s in subs]), tmp_path / "submissions.parquet", "submissions")
-    cases = _cases([{"submission_id": s.submission_id, "name": s.name, "case_index": 0, "seed": 1, "outcome": "crash"}
-                    for s in subs])
+    ran = cuda_ran or {}
+    cases = _cases([{"submission_id": s.submission_id, "name": s.name, "case_index": 0, "seed": 1, "outcome": "crash",
+                     "cuda_ran": ran.get(s.name),
+                     "cuda_build": "compile_failed" if ran.get(s.name) == "no" else None} for s in subs])
     write_parquet(cases, tmp_path / "cases.parquet", "cases")
     return str(tmp_path / "cases.parquet"), str(tmp_path / "submissions.parquet"), [str(manifest)]
 
 
-def _timed_stage(tmp_path: Path, monkeypatch, run_s: float, **settings) -> tuple[pd.DataFrame, list[tuple]]:
+def _timed_stage(tmp_path: Path, monkeypatch, run_s: float, cuda_ran: dict | None = None,
+                 **settings) -> tuple[pd.DataFrame, list[tuple]]:
     """The stage over three submissions and two tools, each run a stand-in taking `run_s`: its table,
     and (submission, tool, limit_s, start time) of each run started."""
     import threading
@@ -259,7 +297,7 @@ def _timed_stage(tmp_path: Path, monkeypatch, run_s: float, **settings) -> tuple
     monkeypatch.setattr(sanitizer, "availability", lambda cfg: ("/bin/compute-sanitizer", "stand-in"))
     monkeypatch.setattr(sanitizer, "sanitizer_version", lambda exe: "stand-in")
     config = {"device": "cuda", "sanitizer": {"tools": ["memcheck", "racecheck"], **settings}}
-    df = sanitizer.run_sanitizer(*_stage_inputs(tmp_path, subs), config, str(tmp_path / "s.parquet"),
+    df = sanitizer.run_sanitizer(*_stage_inputs(tmp_path, subs, cuda_ran), config, str(tmp_path / "s.parquet"),
                                  str(tmp_path / "logs"))
     return df, made
 

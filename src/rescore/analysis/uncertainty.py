@@ -12,6 +12,7 @@ import pandas as pd
 
 from rescore.analysis.robustness import describe_finding
 from rescore.analysis.study import GPU_ONLY_CLASSES, headline_mask
+from rescore.model.builds import ONLY_PYTORCH_RAN
 from rescore.model.outcomes import FuzzVerdict, Outcome, stopped_early
 from rescore.model.records import LABELS
 from rescore.model.schema import largest_in_json
@@ -169,6 +170,11 @@ def memory_safety_lines(sanitizer: pd.DataFrame | None) -> list[str]:
     if library.any():
         lines.append(f"  {int(library.sum())} reports name kernels of the harness's own libraries (torch, cub, "
                      "cuBLAS); they are in the table and not counted above.")
+    pytorch_only = sanitizer[sanitizer["reason"].fillna("").str.contains(ONLY_PYTORCH_RAN, regex=False)]
+    if len(pytorch_only):
+        lines.append(f"  {pytorch_only['submission_id'].nunique()} CUDA submissions were not sanitized: the case "
+                     f"chosen {ONLY_PYTORCH_RAN} (it failed to build or was never called), so only PyTorch's "
+                     "kernels ran.")
     return [
         "- That a kernel never reads or writes past its own buffers, races on shared memory or misuses a barrier",
         "  on inputs other than the one case each submission was sanitized on (results/tables/sanitizer.parquet,",

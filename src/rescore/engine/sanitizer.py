@@ -3,7 +3,8 @@
 The fuzz oracle sees what a kernel returns; memory it reads or writes past its tensors, shared
 memory two threads race on, a barrier only some threads reach, are seen only when they change a
 value that is judged. NVIDIA's compute-sanitizer sees them directly. For each flagged CUDA or
-Triton submission (and, with `passing`, one case of each that passed) its first failing case is run
+Triton submission (and, with `passing`, one case of each that passed) its first failing case (one
+that ran the submission's own CUDA, where there is one) is run
 once more under each configured tool, in the sandbox's worker (`sandbox.Worker` with the sanitizer
 as the command the worker runs under: same confinement, same harness, same case), with a time
 limit per run and a wall-clock budget for the whole stage; the sanitizer's log is parsed into
@@ -22,7 +23,9 @@ inside its block (the allocator rounds to 512 bytes) is invisible to the sanitiz
 
 Where the stage cannot run (no CUDA GPU, no compute-sanitizer executable) every selected
 submission gets a `not_run` row per tool with the reason, and the log says so at the top and the end;
-runs the stage's budget leaves no time for are `not_run` rows saying so.
+runs the stage's budget leaves no time for are `not_run` rows saying so, and so are the runs of a
+CUDA submission whose chosen case ran none of its own CUDA (its build failed, or what built was never
+called, so PyTorch computed the answer): there the tools would watch only PyTorch's kernels.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,6 +46,7 @@ from rescore.analysis.uncertainty import memory_safety_lines
 from rescore.engine.result_cache import SANITIZER, ResultCache, submission_identity
 from rescore.engine.sandbox import Worker, request_with_retry
 from rescore.engine.sanitizer_log import parse_report
+from rescore.model.builds import NEVER_RAN, ONLY_PYTORCH_RAN, CudaRan
 from rescore.model.failures import FIRST_FAILURE_ORDER
 from rescore.model.outcomes import DIED, FLAGGING, Outcome
 from rescore.model.records import Submission, read_manifests
@@ -109,7 +114,9 @@ def select_cases(cases: pd.DataFrame, submissions: pd.DataFrame, passing: bool =
     fuzz = cases[(cases["oracle"] == "fuzz") & cases["submission_id"].map(languages).isin(KERNEL_LANGUAGES)]
     chosen = []
     for _, group in fuzz.groupby("submission_id", sort=True):
-        group = group.sort_values(FIRST_FAILURE_ORDER)
+        # a failing case that ran the submission's own CUDA before one that fell back to PyTorch's
+        group = group.assign(_pytorch_only=group.apply(only_pytorch_ran, axis=1))
+        group = group.sort_values(["_pytorch_only", *FIRST_FAILURE_ORDER]).drop(columns="_pytorch_only")
         bad = group[group["outcome"].isin(FLAGGING)]
         if len(bad):
             row = bad.iloc[0].to_dict()
@@ -122,6 +129,20 @@ def select_cases(cases: pd.DataFrame, submissions: pd.DataFrame, passing: bool =
     rank = {"nondeterministic": 0, "flagged": 1, "representative": 2}
     chosen.sort(key=lambda r: (rank[r["why"]], r["submission_id"]))
     return pd.DataFrame(chosen[:limit] if limit else chosen)
+
+
+def only_pytorch_ran(case: Mapping) -> bool:
+    """Whether the case ran none of its CUDA submission's own kernels (its `cuda_ran` is no: the build
+    failed, or what built was never called, and PyTorch computed the answer): under the sanitizer the
+    tools would watch the harness's kernels alone."""
+    return case.get("cuda_ran") == CudaRan.NO
+
+
+def pytorch_only_reason(case: Mapping) -> str:
+    """The `not_run` reason of a case that ran none of the submission's own CUDA."""
+    why = NEVER_RAN.get(case.get("cuda_build"), "its CUDA never ran")
+    return (f"this case {ONLY_PYTORCH_RAN} ({why}: results/cuda_builds.parquet); its kernels were all "
+            "PyTorch's, which the sanitizer would watch in its place")
 
 
 # -- running it -----------------------------------------------------------------------------------
@@ -271,12 +292,18 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
                             cfg["passing"], cfg["max_submissions"])
     if len(selected):
         selected = selected[selected["submission_id"].isin(subs)]
-    runs = [(tool, case) for tool in cfg["tools"] for case in selected.to_dict("records")]
+    every = [(tool, case) for tool in cfg["tools"] for case in selected.to_dict("records")]
+    runs = [run for run in every if not only_pytorch_ran(run[1])]
+    pytorch_only = [row for tool, case in every if only_pytorch_ran(case)
+                    for row in not_run_rows(subs, [(tool, case)], pytorch_only_reason(case))]
     executable, why = availability(cfg)
     log.info("sanitizer: %d CUDA/Triton submissions selected (%s), tools %s: %d runs, %d at a time, %.0f s limit "
              "per run, %s for the stage", len(selected), dict(selected["why"].value_counts()) if len(selected) else {},
              ", ".join(cfg["tools"]), len(runs), cfg["jobs"], cfg["timeout_s"],
              f"{cfg['budget_s']:.0f} s" if cfg["budget_s"] > 0 else "no budget")
+    if pytorch_only:
+        log.info("sanitizer: %d runs not_run: their case %s (%d submissions)", len(pytorch_only), ONLY_PYTORCH_RAN,
+                 len({r["submission_id"] for r in pytorch_only}))
     if executable is None:
         log.warning("NO SANITIZER: %s. Every one of the %d selected submissions gets a `not_run` row per tool; "
                     "memory past a kernel's own buffers stays unseen on a GPU (results/sanitizer.md says so).",
@@ -290,7 +317,7 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
         rows = _run_all(runs, subs, cfg, Path(log_dir), version, cache)
         if cache.hits:
             log.info("sanitizer: %d of %d runs read from the results cache %s", cache.hits, len(runs), result_cache)
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    df = pd.DataFrame(rows + pytorch_only, columns=COLUMNS)
     write_parquet(df, out)
     counts = df["status"].value_counts().to_dict() if len(df) else {}
     if len(df) and counts.get("not_run", 0) == len(df):
