@@ -108,15 +108,16 @@ def select_cases(cases: pd.DataFrame, submissions: pd.DataFrame, passing: bool =
                  limit: int | None = None) -> pd.DataFrame:
     """One fuzz case per CUDA or Triton submission to run under the sanitizer, with `why`: its first
     failing case (`flagged`, or `nondeterministic` when that case's second run differed), and with
-    `passing` the first case of each submission that passed (`representative`). Flagged ones first."""
+    `passing` the first case of each submission that passed (`representative`). Flagged ones first.
+    A case that ran the submission's own CUDA comes before one that fell back to PyTorch's."""
 
     languages = submissions.set_index("submission_id")["language"]
     fuzz = cases[(cases["oracle"] == "fuzz") & cases["submission_id"].map(languages).isin(KERNEL_LANGUAGES)]
+    fell_back = fuzz["cuda_ran"].eq(CudaRan.NO) if "cuda_ran" in fuzz else pd.Series(False, index=fuzz.index)
+    fuzz = fuzz.assign(_fell_back=fell_back)
     chosen = []
     for _, group in fuzz.groupby("submission_id", sort=True):
-        # a failing case that ran the submission's own CUDA before one that fell back to PyTorch's
-        group = group.assign(_pytorch_only=group.apply(only_pytorch_ran, axis=1))
-        group = group.sort_values(["_pytorch_only", *FIRST_FAILURE_ORDER]).drop(columns="_pytorch_only")
+        group = group.sort_values(["_fell_back", *FIRST_FAILURE_ORDER]).drop(columns="_fell_back")
         bad = group[group["outcome"].isin(FLAGGING)]
         if len(bad):
             row = bad.iloc[0].to_dict()
