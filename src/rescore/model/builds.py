@@ -46,8 +46,9 @@ NEVER_RAN: dict[BuildStatus, str] = {
 """Why a CUDA submission's CUDA never ran, by the status that says so."""
 
 ONLY_PYTORCH_RAN = "ran none of the submission's own CUDA"
-"""How a sanitizer row not run for that reason begins: the case computed with PyTorch's kernels alone
-(`engine/sanitizer.py`), which are the harness's, so the tools would watch no kernel of the submission."""
+"""The words in a sanitizer row's reason when its case was not run because it computed with PyTorch's
+kernels alone (`engine/sanitizer.py`): those are the harness's, so the tools would watch no kernel of
+the submission. `analysis/uncertainty.py` counts the rows by them."""
 
 
 def stages(status: str | None) -> tuple[bool | None, bool | None]:
