@@ -158,6 +158,37 @@ def test_submissions_by_minute_from_the_shards_logs_and_the_steps_start(tmp_path
     assert r.stdout.splitlines() == ["by minute 4: 1", "by minute 10: 2", "in all: 3, the last at minute 11.0"]
 
 
+def test_job_spans_from_what_snakemake_printed_with_a_job_cut_short(tmp_path):
+    """tools/job_spans.py: each job's start and end in minutes from the first timestamp, the check
+    shards in one line, and a job never seen to finish named `running`."""
+    out = tmp_path / "snakemake.out"
+    out.write_text("\n".join([
+        "Building DAG of jobs...",
+        "[Mon Dec  7 21:42:10 2026]", "checkpoint check_shard:", "    jobid: 3", "    wildcards: dump=a, shard=0",
+        "[Mon Dec  7 21:42:10 2026]", "rule check_shard:", "    jobid: 4", "    wildcards: dump=a, shard=1",
+        "[Mon Dec  7 21:43:40 2026]", "Finished jobid: 4 (Rule: check_shard)",
+        "[Mon Dec  7 21:45:10 2026]", "Finished jobid: 3 (Rule: check_shard)",
+        "[Mon Dec  7 21:45:16 2026]", "localrule timing:", "    input: results/tables/cases.parquet", "    jobid: 9",
+        "[Mon Dec  7 21:46:10 2026]", "Finished jobid: 9 (Rule: timing)",
+        "[Mon Dec  7 21:46:13 2026]", "localrule sanitizer:", "    jobid: 10",
+    ]) + "\n")
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "job_spans.py"), str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "timing: 3.10 to 4.00", "sanitizer: 4.05 to running",
+        "check_shard: 2 jobs, 2 finished; first start 0.00, last end 3.00, longest 3.00 (dump=a, shard=0)",
+        "last end 4.00", "1 jobs never seen to finish"]
+    only = subprocess.run([sys.executable, str(REPO / "tools" / "job_spans.py"), str(out), "--rule", "check_shard"],
+                          capture_output=True, text=True, timeout=60)
+    assert only.stdout.splitlines() == ["check_shard dump=a, shard=0: 0.00 to 3.00",
+                                        "check_shard dump=a, shard=1: 0.00 to 1.50"]
+    (tmp_path / "empty.out").write_text("Building DAG of jobs...\n")
+    none = subprocess.run([sys.executable, str(REPO / "tools" / "job_spans.py"), str(tmp_path / "empty.out")],
+                          capture_output=True, text=True, timeout=60)
+    assert none.returncode == 2 and "has no job start" in none.stderr
+
+
 def _results_with_one_shard_log(tmp_path: Path) -> Path:
     """A results folder with a one-case cases table of dump `d` and the path of its shard 0's log
     (its folder made), for tools/harness_faults.py to read."""
