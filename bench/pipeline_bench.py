@@ -156,34 +156,23 @@ def outcomes_differ(a: Path, b: Path) -> int:
 def stage_times(log: str) -> dict:
     """Seconds per stage from Snakemake's log: the static study, the check shards (first start to last
     end, and their sum), and what ran after the last shard (tables, figures, papers)."""
-    import datetime as dt
-    import re
+    from rescore.engine.progress import job_spans
 
-    stamp, rule, starts, ends, rules = None, None, {}, {}, {}
-    for line in log.splitlines():
-        if m := re.match(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$", line):
-            stamp = dt.datetime.strptime(re.sub(" +", " ", m.group(1)), "%a %b %d %H:%M:%S %Y")
-        elif m := re.match(r"^(?:local)?rule (\w+):$", line):
-            rule = m.group(1)
-        elif (m := re.match(r"^\s+jobid: (\d+)$", line)) and rule:
-            starts[m.group(1)], rules[m.group(1)], rule = stamp, rule, None
-        elif m := re.match(r"^Finished job(?:id:)? (\d+)", line):
-            ends[m.group(1)] = stamp
-    done = [j for j in starts if j in ends and starts[j] and ends[j]]
+    done = [j for j in job_spans(log) if j.end_s is not None]
     if not done:
         return {}
-    first, last = min(starts[j] for j in done), max(ends[j] for j in done)
-    out = {"snakemake_s": (last - first).total_seconds()}
-    checks = [j for j in done if rules[j] == "check_shard"]
+    first, last = min(j.start_s for j in done), max(j.end_s for j in done)
+    out = {"snakemake_s": last - first}
+    checks = [j for j in done if j.rule == "check_shard"]
     if checks:
-        begin, end = min(starts[j] for j in checks), max(ends[j] for j in checks)
-        out.update(checks_s=(end - begin).total_seconds(), check_shards=len(checks),
-                   shard_seconds=sum((ends[j] - starts[j]).total_seconds() for j in checks),
-                   slowest_shard_s=max((ends[j] - starts[j]).total_seconds() for j in checks),
-                   before_checks_s=(begin - first).total_seconds(), after_checks_s=(last - end).total_seconds())
-    static = [j for j in done if rules[j] == "static_study"]
+        begin, end = min(j.start_s for j in checks), max(j.end_s for j in checks)
+        out.update(checks_s=end - begin, check_shards=len(checks),
+                   shard_seconds=sum(j.end_s - j.start_s for j in checks),
+                   slowest_shard_s=max(j.end_s - j.start_s for j in checks),
+                   before_checks_s=begin - first, after_checks_s=last - end)
+    static = [j for j in done if j.rule == "static_study"]
     if static:
-        out["static_study_s"] = sum((ends[j] - starts[j]).total_seconds() for j in static)
+        out["static_study_s"] = sum(j.end_s - j.start_s for j in static)
     return out
 
 

@@ -13,76 +13,40 @@ With `--rule`, only that rule's jobs, each on its own line. Snakemake prints a t
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
-RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
-JOBID = re.compile(r"^\s+jobid: (\d+)$")
-WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
-FINISHED = re.compile(r"^Finished jobid: (\d+)")
+from rescore.engine.progress import JobSpan, job_spans
+
 SHARDS = "check_shard"
 
 
-@dataclass
-class Job:
-    rule: str
-    start: float
-    wildcards: str = ""
-    end: float | None = None
+def _minutes(seconds: float) -> float:
+    return seconds / 60
 
 
-def job_spans(text: str) -> list[Job]:
-    """Every job the output started, in order, with its start and end in minutes from the first
-    timestamp."""
-    first = now = None
-    jobs: dict[str, Job] = {}
-    rule = last = None
-    for line in text.splitlines():
-        if m := STAMP.match(line):
-            now = dt.datetime.strptime(" ".join(m[1].split()), "%a %b %d %H:%M:%S %Y")
-            first = first or now
-        elif m := RULE.match(line):
-            rule = m[1]
-        elif (m := JOBID.match(line)) and rule and now is not None:
-            last = m[1]
-            jobs[last] = Job(rule, _minutes(now, first))
-            rule = None
-        elif (m := WILDCARDS.match(line)) and last in jobs:
-            jobs[last].wildcards = m[1]
-        elif (m := FINISHED.match(line)) and m[1] in jobs and now is not None:
-            jobs[m[1]].end = _minutes(now, first)
-    return list(jobs.values())
+def _line(job: JobSpan) -> str:
+    end = "running" if job.end_s is None else f"{_minutes(job.end_s):.2f}"
+    return f"{job.rule} {job.wildcards}".strip() + f": {_minutes(job.start_s):.2f} to {end}"
 
 
-def _minutes(at: dt.datetime, first: dt.datetime | None) -> float:
-    return round((at - (first or at)).total_seconds() / 60, 2)
-
-
-def _line(job: Job) -> str:
-    end = "running" if job.end is None else f"{job.end:.2f}"
-    return f"{job.rule} {job.wildcards}".strip() + f": {job.start:.2f} to {end}"
-
-
-def report(jobs: list[Job], rule: str | None = None) -> list[str]:
+def report(jobs: list[JobSpan], rule: str | None = None) -> list[str]:
     """The printed lines: every job but the check shards, a summary of those, and the last end."""
     if rule is not None:
         return [_line(j) for j in jobs if j.rule == rule] or [f"no {rule} job in the output"]
     lines = [_line(j) for j in jobs if j.rule != SHARDS]
     shards = [j for j in jobs if j.rule == SHARDS]
     if shards:
-        ended = [j for j in shards if j.end is not None]
-        longest = max(ended, key=lambda j: j.end - j.start, default=None)
-        first = min(j.start for j in shards)
+        ended = [j for j in shards if j.end_s is not None]
+        longest = max(ended, key=lambda j: j.end_s - j.start_s, default=None)
+        first = _minutes(min(j.start_s for j in shards))
         lines.append(f"{SHARDS}: {len(shards)} jobs, {len(ended)} finished; first start {first:.2f}"
-                     + (f", last end {max(j.end for j in ended):.2f}" if ended else "")
-                     + (f", longest {longest.end - longest.start:.2f} ({longest.wildcards})" if longest else ""))
-    ends = [j.end for j in jobs if j.end is not None]
-    running = sum(j.end is None for j in jobs)
-    lines.append(f"last end {max(ends):.2f}" if ends else "no job finished")
+                     + (f", last end {_minutes(max(j.end_s for j in ended)):.2f}" if ended else "")
+                     + (f", longest {_minutes(longest.end_s - longest.start_s):.2f} ({longest.wildcards})"
+                        if longest else ""))
+    ends = [j.end_s for j in jobs if j.end_s is not None]
+    running = sum(j.end_s is None for j in jobs)
+    lines.append(f"last end {_minutes(max(ends)):.2f}" if ends else "no job finished")
     if running:
         lines.append(f"{running} jobs never seen to finish")
     return lines

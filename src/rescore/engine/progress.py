@@ -123,9 +123,11 @@ class SnakemakeState:
     complete: bool = False
 
 
-_RULE = re.compile(r"^(?:local)?rule (\w+):$")
+_RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)$")
+_WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 _FINISHED = re.compile(r"^Finished job(?:id:)? (\d+)")
+_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")  # before each job's start and end
 _STEPS = re.compile(r"^(\d+) of (\d+) steps \(.*\) done$")
 _STATS = re.compile(r"^check_shard\s+(\d+)$")
 
@@ -153,6 +155,42 @@ def parse_snakemake_log(text: str) -> SnakemakeState:
         ):
             state.complete = True
     return state
+
+
+@dataclass
+class JobSpan:
+    """One job as Snakemake printed it: its rule and wildcards, and its start and end in seconds from
+    the output's first timestamp (to the second; `end_s` None: never seen to finish)."""
+
+    rule: str
+    start_s: float
+    wildcards: str = ""
+    end_s: float | None = None
+
+
+def job_spans(text: str) -> list[JobSpan]:
+    """Every job Snakemake's output (its log file or what it printed) started, in order, with its start
+    and end (bench/pipeline_bench.py's stage times, tools/job_spans.py)."""
+    import datetime as dt
+
+    first = now = None
+    jobs: dict[str, JobSpan] = {}
+    rule = last = None
+    for line in text.splitlines():
+        if m := _STAMP.match(line):
+            now = dt.datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y")
+            first = first or now
+        elif m := _RULE.match(line):
+            rule = m.group(1)
+        elif (m := _JOBID.match(line)) and rule and now is not None:
+            last = m.group(1)
+            jobs[last] = JobSpan(rule, (now - first).total_seconds())
+            rule = None
+        elif (m := _WILDCARDS.match(line)) and last in jobs:
+            jobs[last].wildcards = m.group(1)
+        elif (m := _FINISHED.match(line)) and m.group(1) in jobs and now is not None:
+            jobs[m.group(1)].end_s = (now - first).total_seconds()
+    return list(jobs.values())
 
 
 @dataclass
