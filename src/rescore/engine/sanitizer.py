@@ -293,10 +293,12 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
                             cfg["passing"], cfg["max_submissions"])
     if len(selected):
         selected = selected[selected["submission_id"].isin(subs)]
-    every = [(tool, case) for tool in cfg["tools"] for case in selected.to_dict("records")]
-    runs = [run for run in every if not only_pytorch_ran(run[1])]
-    pytorch_only = [row for tool, case in every if only_pytorch_ran(case)
-                    for row in not_run_rows(subs, [(tool, case)], pytorch_only_reason(case))]
+    runs, pytorch_only, chosen = [], [], selected.to_dict("records")
+    for tool, case in ((t, c) for t in cfg["tools"] for c in chosen):
+        if only_pytorch_ran(case):
+            pytorch_only += not_run_rows(subs, [(tool, case)], pytorch_only_reason(case))
+        else:
+            runs.append((tool, case))
     executable, why = availability(cfg)
     log.info("sanitizer: %d CUDA/Triton submissions selected (%s), tools %s: %d runs, %d at a time, %.0f s limit "
              "per run, %s for the stage", len(selected), dict(selected["why"].value_counts()) if len(selected) else {},
