@@ -155,6 +155,23 @@ def test_a_failing_case_that_ran_the_submissions_own_cuda_is_chosen_before_one_t
     assert [sanitizer.only_pytorch_ran(c) for c in chosen.to_dict("records")] == [False, True]
 
 
+def test_a_failing_case_that_launched_its_kernel_is_chosen_before_one_that_did_not_compile():
+    """A Triton kernel that cannot compile for float16 but fails at float32 runs its float32 failure;
+    one whose every failure is a compile error runs its first passing case, which launched it."""
+    subs = pd.DataFrame({"submission_id": ["a", "b", "c"], "language": ["triton"] * 3})
+    cases = _cases([
+        {"submission_id": "a", "case_index": 0, "seed": 1, "outcome": "compile_error", "dtype": "float16"},
+        {"submission_id": "a", "case_index": 1, "seed": 2, "outcome": "mismatch"},
+        {"submission_id": "b", "case_index": 0, "seed": 3, "outcome": "compile_error", "dtype": "float16"},
+        {"submission_id": "b", "case_index": 1, "seed": 4, "outcome": "pass"},
+        {"submission_id": "c", "case_index": 0, "seed": 5, "outcome": "compile_error", "dtype": "float16"},
+    ])
+    chosen = select_cases(cases, subs)
+    assert list(zip(chosen["submission_id"], chosen["seed"], chosen["outcome"], chosen["why"])) == [
+        ("a", 2, "mismatch", "flagged"), ("b", 4, "pass", "flagged"), ("c", 5, "compile_error", "flagged")]
+    assert not {"_fell_back", "_no_launch"} & set(chosen.columns)
+
+
 def test_a_case_that_ran_none_of_the_submissions_own_cuda_is_not_run_with_the_reason(tmp_path, monkeypatch, caplog):
     """Its build failed and PyTorch answered: no worker starts under any tool, and each tool's row says
     why; the other submission's runs go ahead."""
@@ -197,11 +214,12 @@ def test_a_kernel_writing_past_its_output_is_found_and_a_correct_one_runs_clean(
     pipeline's is (results/logs/sanitizer.log.runs)."""
     standin(tmp_path / "bin", monkeypatch)
     monkeypatch.chdir(tmp_path)
-    extra_envs = []
+    extra_envs, explains = [], []
     worker = sanitizer.Worker
 
     def recording(*args, **kw):
         extra_envs.append(kw.get("extra_env"))
+        explains.append(kw.get("explain"))
         return worker(*args, **kw)
 
     monkeypatch.setattr(sanitizer, "Worker", recording)
@@ -223,11 +241,53 @@ def test_a_kernel_writing_past_its_output_is_found_and_a_correct_one_runs_clean(
     correct = toy_submission("problem_scale.py", "scale_correct.py", dtypes=("float32",))
     (clean,) = _run(correct, "memcheck", Path("logs"))
     assert (clean["status"], clean["errors"], clean["summary"]) == ("clean", 0, "ERROR SUMMARY: 0 errors")
-    assert clean["outcome_under_sanitizer"] == Outcome.PASS and clean["reason"] == "memcheck: ERROR SUMMARY: 0 errors"
+    assert clean["outcome_under_sanitizer"] == Outcome.PASS
+    assert clean["reason"] == "memcheck: ERROR SUMMARY: 0 errors; the case ended pass"
     (race,) = _run(buggy, "racecheck", Path("logs"))  # the interpreter runs programs one after another
     assert race["status"] == "clean" and race["summary"].startswith("RACECHECK SUMMARY: 0 hazards")
     # memcheck sees allocations: the caching allocator is off for it, and left on for racecheck
     assert extra_envs == [sanitizer.NO_CACHING_ENV, sanitizer.NO_CACHING_ENV, None]
+    assert explains == [False] * 3  # the case alone: no experiment runs the kernel again under the tool
+
+
+def test_a_case_that_ends_before_its_kernel_runs_is_incomplete_not_clean(tmp_path, monkeypatch):
+    """The candidate refuses a float16 input before launching anything (`declined`): the tool wrote
+    its summary, but it saw none of the kernel, so the run is `incomplete` and says so."""
+    standin(tmp_path / "bin", monkeypatch)
+    declines = toy_submission("problem_scale.py", "declines.py", dtypes=("float16",))
+    case = {"submission_id": declines.submission_id, "oracle": "fuzz", "strategy": "default", "seed": 3,
+            "dtype": "float16", "case_index": 0, "outcome": "declined", "why": "flagged"}
+    cfg = dict(sanitizer.settings({"device": "cpu", "budget": {"cuda": 1 << 12}}), timeout_s=120.0, exit_wait_s=30.0)
+    (row,) = sanitizer.sanitize_case(declines, case, "memcheck", cfg, tmp_path / "logs", device="cpu")
+    assert row["outcome_under_sanitizer"] == Outcome.DECLINED and row["summary"] == "ERROR SUMMARY: 0 errors"
+    assert row["status"] == "incomplete"
+    assert row["reason"].startswith("the case did not run the candidate's call to its end under memcheck, so its "
+                                    "summary covers only what ran before: ERROR SUMMARY: 0 errors; the case ended "
+                                    "declined: ")
+
+
+def test_a_run_is_clean_only_when_its_case_ran_the_call_to_its_end_under_the_tool():
+    """`run_status` over the ways a run ends without a finding (the H100 run at 42823f4 called six runs
+    cut during the harness's work `clean`, their case `skipped`)."""
+    summary = "ERROR SUMMARY: 0 errors"
+
+    def status(outcome, case_ran=True, limit=900.0, summary=summary, notes=()):
+        return sanitizer.run_status("memcheck", summary, list(notes), {"outcome": outcome, "reason": "why"}, case_ran,
+                                    limit, 900.0, ending="memcheck's log has no summary")
+
+    for ran in sanitizer.CALL_ENDED:
+        assert status(ran) == ("clean", f"memcheck: {summary}; the case ended {ran}")
+    cut = status(Outcome.SKIPPED, notes=["Error: couldn't find exit code."])
+    assert cut == ("incomplete", "the case did not run the candidate's call to its end under memcheck, so its summary "
+                                 "covers only what ran before: Error: couldn't find exit code.; ERROR SUMMARY: 0 "
+                                 "errors; the case ended skipped: why")
+    assert status(Outcome.COMPILE_ERROR)[0] == status(Outcome.DECLINED)[0] == "incomplete"
+    assert status(Outcome.CRASH, case_ran=False)[0] == "incomplete"  # the load died: no case ran
+    assert "the submission did not load under it" in status(Outcome.CRASH, case_ran=False)[1]
+    assert status(Outcome.TIMEOUT)[0] == Outcome.TIMEOUT
+    assert status(Outcome.TIMEOUT, limit=30.0)[1].startswith("cut at 30 s under memcheck, what was left of ")
+    no_summary = ("incomplete", "memcheck's log has no summary; the case ended pass: why")
+    assert status(Outcome.PASS, summary=None) == no_summary
 
 
 def test_a_hang_is_a_timeout_and_the_sanitizer_still_reports_the_program_it_saw_killed(tmp_path, monkeypatch):

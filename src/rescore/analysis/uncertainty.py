@@ -159,7 +159,7 @@ def memory_safety_lines(sanitizer: pd.DataFrame | None) -> list[str]:
     if ran.empty:
         why = sorted(sanitizer["reason"].dropna().unique())[:1] or ["no flagged CUDA or Triton submission to run"]
         return [*UNSEEN_PAST_BUFFERS, f"  The compute-sanitizer stage, which sees such accesses, did not run: {why[0]}"]
-    library = ran.get("library_kernel", pd.Series(False, index=ran.index)).fillna(False).astype(bool)
+    library = ran.get("library_kernel", pd.Series(False, index=ran.index)).eq(True)  # missing: not a library's
     lines = []
     for tool, g in ran.groupby("tool", sort=True):
         found = g[(g["status"] == "found") & ~library.loc[g.index]]

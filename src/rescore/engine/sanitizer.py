@@ -4,11 +4,16 @@ The fuzz oracle sees what a kernel returns; memory it reads or writes past its t
 memory two threads race on, a barrier only some threads reach, are seen only when they change a
 value that is judged. NVIDIA's compute-sanitizer sees them directly. For each flagged CUDA or
 Triton submission (and, with `passing`, one case of each that passed) its first failing case (one
-that ran the submission's own CUDA, where there is one) is run
-once more under each configured tool, in the sandbox's worker (`sandbox.Worker` with the sanitizer
-as the command the worker runs under: same confinement, same harness, same case), with a time
-limit per run and a wall-clock budget for the whole stage; the sanitizer's log is parsed into
-diagnoses that keep its own lines (`sanitizer_log.py`).
+that ran the submission's own CUDA, where there is one, and one that launched its kernel before one
+that ended `compile_error`) is run once more under each configured tool, in the sandbox's worker
+(`sandbox.Worker` with the sanitizer as the command the worker runs under: same confinement, same
+harness, same case), with a time limit per run and a wall-clock budget for the whole stage; the
+sanitizer's log is parsed into diagnoses that keep its own lines (`sanitizer_log.py`). The worker
+runs the case alone, without the experiments that confirm a failure's cause (`--no-explain`): each
+would run the kernel again under the tool, and the cause is the check stage's to say. A run is
+`clean` only when the tool wrote its summary and the case ran the candidate's call to its end under
+it (`run_status`): a case cut during the harness's own work, or one that ended before its kernel
+launched, checked nothing of the kernel.
 
 The worker runs in a scratch folder of its own, so every path handed to the sanitizer is absolute.
 The sanitizer writes its summary only after the worker has ended: a stopped worker and its sanitizer
@@ -76,6 +81,13 @@ DEFAULTS = {
 RUN_INDEPENDENT = ("tools", "budget_s", "jobs", "max_submissions", "passing")
 CASE_IDENTITY = ("oracle", "strategy", "seed", "dtype", "case_index", "outcome", "why")
 FINISHED = ("found", "clean", Outcome.TIMEOUT)  # the statuses a results cache keeps: the run ended on its own terms
+# A case that ended so launched no kernel of the submission: chosen only where no other case can be
+NO_LAUNCH = (Outcome.COMPILE_ERROR,)
+# The outcomes of a case under a tool that ran the candidate's call to its end (it returned, or died
+# in it): the tool's summary then covers the kernel. Any other (`skipped`: the run was cut during the
+# harness's own work; `compile_error`, `declined`: no kernel launched) checked nothing of it.
+CALL_ENDED = (Outcome.PASS, Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT, Outcome.MUTATED_INPUT,
+              Outcome.CRASH)
 # Tools whose view of memory is the allocation: with the caching allocator on, they see its blocks.
 NO_CACHING_TOOLS = ("memcheck", "initcheck")
 NO_CACHING_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
@@ -109,24 +121,28 @@ def select_cases(cases: pd.DataFrame, submissions: pd.DataFrame, passing: bool =
     """One fuzz case per CUDA or Triton submission to run under the sanitizer, with `why`: its first
     failing case (`flagged`, or `nondeterministic` when that case's second run differed), and with
     `passing` the first case of each submission that passed (`representative`). Flagged ones first.
-    A case that ran the submission's own CUDA comes before one that fell back to PyTorch's."""
+    A case that ran the submission's own CUDA comes before one that fell back to PyTorch's, and one
+    that launched its kernel before one that ended `compile_error` (NO_LAUNCH); a flagged submission
+    whose every failing case ended before its kernel launched runs its first passing case instead,
+    where one ran its own kernel (`why` stays `flagged`; `case_outcome` says pass)."""
 
     languages = submissions.set_index("submission_id")["language"]
     fuzz = cases[(cases["oracle"] == "fuzz") & cases["submission_id"].map(languages).isin(KERNEL_LANGUAGES)]
     fell_back = fuzz["cuda_ran"].eq(CudaRan.NO) if "cuda_ran" in fuzz else pd.Series(False, index=fuzz.index)
-    fuzz = fuzz.assign(_fell_back=fell_back)
+    fuzz = fuzz.assign(_fell_back=fell_back, _no_launch=fuzz["outcome"].isin(NO_LAUNCH))
     chosen = []
     for _, group in fuzz.groupby("submission_id", sort=True):
-        group = group.sort_values(["_fell_back", *FIRST_FAILURE_ORDER]).drop(columns="_fell_back")
+        group = group.sort_values(["_fell_back", "_no_launch", *FIRST_FAILURE_ORDER])
         bad = group[group["outcome"].isin(FLAGGING)]
+        ran = group[(group["outcome"] == Outcome.PASS) & ~group["_fell_back"]]
         if len(bad):
-            row = bad.iloc[0].to_dict()
+            row = (ran if bad["_no_launch"].all() and len(ran) else bad).iloc[0].to_dict()
             row["why"] = "nondeterministic" if row.get("diagnosis") == "nondeterministic" else "flagged"
         elif passing and (group["outcome"] == Outcome.PASS).any():
             row = dict(group[group["outcome"] == Outcome.PASS].iloc[0].to_dict(), why="representative")
         else:
             continue
-        chosen.append(row)
+        chosen.append({k: v for k, v in row.items() if k not in ("_fell_back", "_no_launch")})
     rank = {"nondeterministic": 0, "flagged": 1, "representative": 2}
     chosen.sort(key=lambda r: (rank[r["why"]], r["submission_id"]))
     return pd.DataFrame(chosen[:limit] if limit else chosen)
@@ -233,12 +249,12 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
     run_dir.mkdir(parents=True)
     report = run_dir / "compute-sanitizer.log"
     worker = Worker(device, cfg["budget"], str(run_dir), wrapper=sanitizer_command(cfg, tool, report),
-                    extra_env=NO_CACHING_ENV if tool in NO_CACHING_TOOLS else None)
+                    extra_env=NO_CACHING_ENV if tool in NO_CACHING_TOOLS else None, explain=False)
     worker.load_timeout = limit
     worker.exit_wait_s = worker.wrapper_grace_s = cfg["exit_wait_s"]
     base = dict(_base(sub, case), tool=tool, sanitizer_version=version)
     start = time.monotonic()
-    wrapper = None
+    wrapper, case_ran = None, False
     try:
         loaded, _ = request_with_retry(worker, Load(job_of(sub)), limit, retries=0)
         wrapper = worker.proc
@@ -246,6 +262,7 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
         if loaded.get("outcome") in DIED:
             result = {"outcome": loaded["outcome"], "reason": f"loading the submission: {loaded.get('reason')}"}
         else:
+            case_ran = True
             left = max(start + limit - time.monotonic(), 1.0)
             result, _ = request_with_retry(worker, _message(sub, case), left, retries=0)
     finally:
@@ -256,22 +273,36 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
         return [dict(base, status="found", diagnosis=d.diagnosis, kernel=d.kernel, library_kernel=d.library_kernel,
                      errors=d.errors, report=d.report, summary=found.summary,
                      reason=f"{tool}: {'; '.join(d.headlines)}"[:500]) for d in found.diagnoses]
-    case_end = f"the case ended {result.get('outcome')}: {result.get('reason', '')}"
-    said = "; ".join([*found.notes, found.summary or "no summary"])
-    if result.get("outcome") == Outcome.TIMEOUT and limit < cfg["timeout_s"]:
-        # the stage's budget ran out, not the run's own limit: nothing said about the kernel
-        status, reason = "incomplete", (f"cut at {limit:g} s under {tool}, what was left of sanitizer.budget_s: "
-                                        f"{said}; {case_end}")
-    elif result.get("outcome") == Outcome.TIMEOUT:
-        status, reason = Outcome.TIMEOUT, (f"no answer within {limit:g} s under {tool} (sanitizer.timeout_s): "
-                                           f"{said}; {case_end}")
-    elif found.summary is None:
-        status, reason = "incomplete", f"{_ending(tool, report, wrapper, cfg, run_dir)}; {case_end}"
-    elif any("before first instrumented API call" in n for n in found.notes):
-        status, reason = "incomplete", f"{tool} checked nothing: {said}; {case_end}"
-    else:
-        status, reason = "clean", f"{tool}: {said}"
+    ending = None if found.summary is not None else _ending(tool, report, wrapper, cfg, run_dir)
+    status, reason = run_status(tool, found.summary, found.notes, result, case_ran, limit, cfg["timeout_s"], ending)
     return [dict(base, status=status, summary=found.summary, errors=0, reason=reason[:500])]
+
+
+def run_status(tool: str, summary: str | None, notes: list[str], result: Mapping, case_ran: bool, limit: float,
+               timeout_s: float, ending: str | None = None) -> tuple[str, str]:
+    """(status, reason) of a run in which `tool` found nothing: `clean` only when the tool wrote its
+    `summary` and the case ran the candidate's call to its end under it (CALL_ENDED); a run cut by
+    the stage's budget (a `limit` under `timeout_s`), one without a summary (`ending` says why), one
+    whose submission did not load (`case_ran` False) or whose case ended before the call did, is
+    `incomplete`; a case past the run's own limit is a `timeout`."""
+    outcome = result.get("outcome")
+    case_end = f"the case ended {outcome}: {result.get('reason', '')}".rstrip(": ")
+    said = "; ".join([*notes, summary or "no summary"])
+    if outcome == Outcome.TIMEOUT and limit < timeout_s:
+        # the stage's budget ran out, not the run's own limit: nothing said about the kernel
+        return "incomplete", f"cut at {limit:g} s under {tool}, what was left of sanitizer.budget_s: {said}; {case_end}"
+    if outcome == Outcome.TIMEOUT:
+        return Outcome.TIMEOUT, f"no answer within {limit:g} s under {tool} (sanitizer.timeout_s): {said}; {case_end}"
+    if summary is None:
+        return "incomplete", f"{ending or f'{tool} wrote no summary'}; {case_end}"
+    if any("before first instrumented API call" in n for n in notes):
+        return "incomplete", f"{tool} checked nothing: {said}; {case_end}"
+    if not case_ran:
+        return "incomplete", f"{tool} checked no case: the submission did not load under it; {said}; {case_end}"
+    if outcome not in CALL_ENDED:
+        return "incomplete", (f"the case did not run the candidate's call to its end under {tool}, so its summary "
+                              f"covers only what ran before: {said}; {case_end}")
+    return "clean", f"{tool}: {said}; the case ended {outcome}"
 
 
 def not_run_rows(subs: dict[str, Submission], runs: list[tuple[str, dict]], reason: str) -> list[dict]:
