@@ -445,3 +445,16 @@ def test_uncertainty_says_whether_memory_past_a_kernels_buffers_was_seen():
     assert "memcheck ran on 3 submissions" in text and "out_of_bounds in 1 (k1)" in text  # k3's is torch's kernel
     assert "1 reports name kernels of the harness's own libraries" in text
     assert "race in 1 (k2)" in text and "is seen only when" not in text.split("not among them")[0]
+
+
+def test_the_markdown_leaves_a_missing_diagnosis_and_kernel_blank():
+    """An `incomplete` row read back from Parquet has NaN there, never printed as `nan`."""
+    table = pd.DataFrame([
+        {"name": "k", "tool": "racecheck", "status": "incomplete", "diagnosis": float("nan"), "kernel": float("nan"),
+         "reason": "cut at 95 s under racecheck", "submission_id": "a", "library_kernel": None},
+        {"name": "k", "tool": "memcheck", "status": "found", "diagnosis": "out_of_bounds", "kernel": "relu2_kernel",
+         "reason": "memcheck: Invalid __global__ write", "submission_id": "a", "library_kernel": False},
+    ])
+    text = sanitizer.sanitizer_markdown(table)
+    assert "| k | racecheck | incomplete |  |  | cut at 95 s under racecheck |" in text
+    assert "| k | memcheck | found | out_of_bounds | relu2_kernel |" in text and "nan" not in text
