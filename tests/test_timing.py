@@ -153,6 +153,37 @@ def test_a_submission_that_hangs_or_cannot_load_gets_a_row_and_the_stage_goes_on
     assert ok.get("findings") is None  # timing's own settings are put back before the harness looks
 
 
+def test_a_row_an_identical_run_measured_is_read_from_the_results_cache(tmp_path, monkeypatch, caplog):
+    """The second run sends no request for the submission the first measured; the one that failed to
+    compile (never stored) is run again; the rows are the first run's."""
+    from rescore.engine import timing_stage
+
+    sent = []
+    real = timing_stage.run_with_retry
+
+    def recording(worker, msg, timeout):
+        sent.append((worker.job or {}).get("submission", {}).get("name") if type(msg).__name__ == "Time"
+                    else msg.job["submission"]["name"])
+        return real(worker, msg, timeout)
+
+    monkeypatch.setattr(timing_stage, "run_with_retry", recording)
+    subs = [toy_submission("problem_scale.py", "torch_correct.py", dump="toy"),
+            toy_submission("problem_scale.py", "syntax_error.py", dump="toy")]
+    cfg, cache = settings(CONFIG, ["toy"]), str(tmp_path / "cache")
+    first = time_submissions(subs, cfg, str(tmp_path / "a"), device="cpu", host_clock=True, result_cache=cache)
+    assert [r["status"] for r in first] == ["ok", "compile_error"]
+    assert sent == ["torch_correct", "torch_correct", "syntax_error", "syntax_error"]  # each a load and a time
+    sent.clear()
+    with caplog.at_level("INFO", logger="rescore"):
+        second = time_submissions(subs, cfg, str(tmp_path / "b"), device="cpu", host_clock=True, result_cache=cache)
+    assert sent == ["syntax_error", "syntax_error"] and second[0] == first[0] and second[1]["status"] == "compile_error"
+    assert "timing 1/2 torch_correct: ok" in caplog.text and "read from the results cache" in caplog.text
+    assert "timing: 1 of 2 submissions read from the results cache" in caplog.text
+    other = time_submissions(subs[:1], dict(cfg, repeats=6), str(tmp_path / "c"), device="cpu", host_clock=True,
+                             result_cache=cache)
+    assert other[0]["repeats"] == 6  # other settings: measured again
+
+
 def test_fresh_values_are_written_before_every_call_outside_the_measured_interval():
     clock = FakeClock([50.0, 7.0, 5.0, 1.0, 3.0, 2.0, 4.0])
     order = []

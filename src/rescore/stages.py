@@ -443,12 +443,13 @@ def static_vs_recall(table: str, illusion_path: str, out: str, arch: str) -> Non
 
 
 def timing(config: dict, default_dumps: list[str], manifests: list[str], out: str, log_dir: str,
-           gpu_slot: int | None = None) -> None:
+           gpu_slot: int | None = None, result_cache: str | None = None) -> None:
     """The timing table: every submission of the configured dumps timed on the GPU (`manifests` in the
-    order of the stage's dumps), on `gpu_slot`'s GPU where the host has several."""
+    order of the stage's dumps), on `gpu_slot`'s GPU where the host has several; rows an identical run
+    measured read from `result_cache` (a folder)."""
     pin_process(gpu_slot)
     cfg = timing_settings(config, default_dumps)
-    run_timing(dict(zip(cfg["dumps"], manifests)), cfg, out, log_dir)
+    run_timing(dict(zip(cfg["dumps"], manifests)), cfg, out, log_dir, result_cache)
 
 
 def paper_table(table: str, inputs: dict[str, str], outputs: dict[str, str], opts: dict) -> None:

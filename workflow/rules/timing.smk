@@ -26,6 +26,7 @@ rule timing:
         config={k: config[k] for k in ("device", "fixed", "timeout_s", "budget", "timing") if k in config},
         default_dumps=TIMING_DUMPS,
         gpu_slot=shard_slot(0, GPUS),  # the first GPU (the sanitizer takes the last)
+        result_cache=RESULT_CACHE,  # rows an identical run measured are read (rescore.engine.result_cache)
     resources:
         gpu=1 if TIMING_ON_GPU else 0,
         **slot_resources(GPUS, lambda wildcards: shard_slot(0, GPUS)),

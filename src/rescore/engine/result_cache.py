@@ -1,7 +1,7 @@
 """Results already measured, reused when nothing that decides them has changed.
 
 A check shard's result for one submission (its case rows, its shrunk failure), a problem's null
-candidates and a compute-sanitizer run are each stored under a key that hashes everything that
+candidates, a compute-sanitizer run and a submission's timing are each stored under a key that hashes everything that
 decides them: the submission or problem as ingested (source, path, what the dump says of it), the
 run's settings, rescore's own code (every file of the package) and the machine (python, torch,
 triton, the GPU's model and driver). A second run with any of them changed measures again; one with
@@ -44,6 +44,7 @@ log = logging.getLogger("rescore")
 SUBMISSION = "submission"  # a check shard's rows for one submission
 NULLS = "nulls"  # one problem's row of the degenerate-problems table
 SANITIZER = "sanitizer"  # one (tool, case) run's rows under compute-sanitizer
+TIMING = "timing"  # one submission's row of the timing table
 PLANNING_ONLY = (CACHED_AT_INGEST,)  # keys of a submission's `extra` that decide no result
 
 

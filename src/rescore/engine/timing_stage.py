@@ -6,6 +6,10 @@ request per submission and writes the table. A submission that cannot be read, c
 cannot run here gets a row with its status and reason, and the stage goes on. On a machine without
 a CUDA GPU no worker starts: every row is `skipped` (the Triton interpreter's times mean nothing),
 and the log says so at the top and at the end.
+
+With a results cache (`result_cache.py`), a submission an identical run timed (same source, code,
+settings, GPU model and driver) is read from there, as its verdicts are: a warm run starts no worker
+for it. Only rows that measured (`ok`) are stored; delete the cache to measure them again.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 
 import pandas as pd
 
+from rescore.engine.result_cache import TIMING, ResultCache, submission_identity
 from rescore.engine.sandbox import Worker, run_with_retry
 from rescore.model.outcomes import DIED, NEEDS_GPU, Outcome, RunStatus
 from rescore.model.records import Submission, read_manifests
@@ -27,6 +32,7 @@ from rescore.worker.protocol import Load, Time, job_of
 log = logging.getLogger("rescore")
 
 DEFAULTS = {"warmup": 10, "repeats": 100, "budget_s": 2.0}
+ROW_INDEPENDENT = ("dumps",)  # a setting that decides no submission's row (`result_cache.py`'s scope)
 
 
 def settings(config: dict, default_dumps: list[str]) -> dict:
@@ -89,12 +95,16 @@ def row_of(sub: Submission, result: dict, wall_s: float) -> dict:
 
 
 def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: str = "cuda",
-                     host_clock: bool = False, flush_bytes: int | None = None) -> list[dict]:
+                     host_clock: bool = False, flush_bytes: int | None = None,
+                     result_cache: str | None = None) -> list[dict]:
     """Every submission timed in one worker, one after another (never two kernels on the GPU at once).
     `device`, `host_clock` and `flush_bytes` are for tests, which time CPU tensors by the host's clock
-    (Executor.run_timing); the stage itself times on CUDA with CUDA events."""
-    worker = Worker(device, cfg["budget"], log_dir)
+    (Executor.run_timing); the stage itself times on CUDA with CUDA events. With `result_cache` (a
+    folder), a row an identical run measured is read from there, and a row measured is stored."""
+    worker = Worker(device, cfg["budget"], log_dir)  # its process starts with the first request
     request = Time(cfg["dtype"], cfg["warmup"], cfg["repeats"], cfg["budget_s"], host_clock, flush_bytes)
+    scope = {k: v for k, v in cfg.items() if k not in ROW_INDEPENDENT}
+    cache = ResultCache(result_cache, dict(scope, host_clock=host_clock, flush_bytes=flush_bytes), device)
     # warm-up (compiles) and two measurements of at most budget_s each, past the usual case timeout
     timeout = cfg["timeout_s"] + 2 * cfg["budget_s"]
     rows: list[dict] = []
@@ -103,7 +113,10 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
         for i, sub in enumerate(subs, 1):
             t0 = time.monotonic()
             error = (sub.extra or {}).get("ingest_error")
-            if error:
+            stored = None if error else cache.get(TIMING, submission_identity(sub))
+            if stored is not None:
+                rows.append(stored)
+            elif error:
                 rows.append(dict(base_row(sub), dtype=cfg["dtype"], status=Outcome.SKIPPED,
                                  reason=f"not read at ingest: {error}"[:500]))
             else:
@@ -115,20 +128,28 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
                 else:
                     result = run_with_retry(worker, request, timeout)
                 rows.append(row_of(sub, result, time.monotonic() - t0))
+                if rows[-1].get("status") == RunStatus.OK:
+                    cache.put(TIMING, submission_identity(sub), rows[-1])
             r = rows[-1]
             left = (time.monotonic() - start) / i * (len(subs) - i)
             ok = r.get("status") == RunStatus.OK
             shown = f"{r['median_ms']:.4f} ms median" if ok else f"{r.get('reason', '')}"[:120]
             if r.get("timed_output") not in (None, Outcome.PASS):
                 shown += f", timed output {r['timed_output']}: not used ({r.get('timed_reason', '')})"[:200]
-            log.info("timing %d/%d %s: %s %s (~%.0f s left)", i, len(subs), sub.name, r.get("status"), shown, left)
+            read = ", read from the results cache" if stored is not None else ""
+            log.info("timing %d/%d %s: %s %s%s (~%.0f s left)", i, len(subs), sub.name, r.get("status"), shown, read,
+                     left)
     finally:
         worker.stop()
+    if cache.hits:
+        log.info("timing: %d of %d submissions read from the results cache %s", cache.hits, len(subs), result_cache)
     return rows
 
 
-def run_timing(manifests: dict[str, str], cfg: dict, out: str, log_dir: str) -> pd.DataFrame:
-    """The timing table of the dumps in `manifests` ({dump: manifest.json}), written to `out`."""
+def run_timing(manifests: dict[str, str], cfg: dict, out: str, log_dir: str,
+               result_cache: str | None = None) -> pd.DataFrame:
+    """The timing table of the dumps in `manifests` ({dump: manifest.json}), written to `out`; rows an
+    identical run measured read from `result_cache` (a folder), where given."""
     subs = read_manifests([manifests[name] for name in cfg["dumps"]])
     device, why = timing_device(cfg["device"])
     log.info("timing %d submissions of %s on %s (%s); dtype %s, %d warm-up calls, %d repeats, budget %.1f s each",
@@ -140,7 +161,7 @@ def run_timing(manifests: dict[str, str], cfg: dict, out: str, log_dir: str) -> 
                     NEEDS_GPU, why, len(subs), out)
         rows = skipped_rows(subs, NEEDS_GPU, cfg)
     else:
-        rows = time_submissions(subs, cfg, log_dir)
+        rows = time_submissions(subs, cfg, log_dir, result_cache=result_cache)
     df = pd.DataFrame(rows)
     write_parquet(df, out, "timing")
     counts = df["status"].value_counts().to_dict() if len(df) else {}
