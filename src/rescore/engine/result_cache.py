@@ -1,16 +1,17 @@
 """Results already measured, reused when nothing that decides them has changed.
 
 A check shard's result for one submission (its case rows, its shrunk failure), a problem's null
-candidates, a compute-sanitizer run and a submission's timing are each stored under a key that hashes everything that
-decides them: the submission or problem as ingested (source, path, what the dump says of it), the
-run's settings, rescore's own code (every file of the package) and the machine (python, torch,
-triton, the GPU's model and driver). A second run with any of them changed measures again; one with
-none changed (`rm -rf results`, a new figure, one more dump) reads the stored rows instead of
-spending the GPU on them again.
+candidates, a compute-sanitizer run and a submission's timing are each stored under a key that
+hashes everything that decides them: the submission or problem as ingested (source, path, what the
+dump says of it), the run's settings, rescore's own code (every file of the package) and the machine
+(python, torch, triton, the GPU's model and driver). A second run with any of them changed measures
+again; one with none changed (`rm -rf results`, a new figure, one more dump) reads the stored rows
+instead of spending the GPU on them again.
 
 What is never stored: a submission with a harness fault among its cases (rescore's own fault, which
-another run may not have) and a sanitizer run that did not finish. On a GPU whose model
-nvidia-smi cannot tell, nothing is stored or read: the key could not tell two GPUs apart.
+another run may not have), a sanitizer run that did not finish and a timing that did not measure. On
+a GPU whose model nvidia-smi cannot tell, nothing is stored or read: the key could not tell two GPUs
+apart.
 
 Entries are compressed pickles (an eighth of their size: the built-in corpus's 216 submissions take
 4 MB) under `.rescore-cache/results/` ($RESCORE_RESULT_CACHE; config `result_cache: false` turns it

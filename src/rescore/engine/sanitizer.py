@@ -406,8 +406,8 @@ def sanitizer_markdown(table: pd.DataFrame) -> str:
     if len(shown):
         lines += ["| submission | tool | status | diagnosis | kernel | reason |", "|---|---|---|---|---|---|"]
         for r in shown.to_dict("records"):
-            cells = [r["name"], r["tool"], r["status"], *(r.get(k) if pd.notna(r.get(k)) else "" for k in
-                                                          ("diagnosis", "kernel")),
+            blank = {k: r.get(k) if pd.notna(r.get(k)) else "" for k in ("diagnosis", "kernel")}  # NaN read back
+            cells = [r["name"], r["tool"], r["status"], blank["diagnosis"], blank["kernel"],
                      " ".join(str(r.get("reason") or "").split())[:200]]
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"
