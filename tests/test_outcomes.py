@@ -23,13 +23,14 @@ from rescore.model.outcomes import (
     FuzzVerdict,
     Outcome,
     RunStatus,
+    SanitizerStatus,
     fixed_verdict,
     fuzz_verdict,
 )
 from rescore.model.tables import conform
 from rescore.worker.protocol import Case, decode, encode, plain
 
-MEMBERS = [*Outcome, *FixedVerdict, *FuzzVerdict, *RunStatus]
+MEMBERS = [*Outcome, *FixedVerdict, *FuzzVerdict, *RunStatus, *SanitizerStatus]
 
 
 @pytest.mark.parametrize("m", MEMBERS, ids=lambda m: f"{type(m).__name__}.{m.name}")
@@ -87,7 +88,8 @@ def test_only_builtins_cross_the_pipe():
 
 SRC = Path(rescore.__file__).parent
 OUTCOME_WORDS = {o.value for o in Outcome}
-VERDICT_WORDS = {m.value for m in (*FixedVerdict, *FuzzVerdict, *RunStatus)} - OUTCOME_WORDS  # fail, flagged, ok
+# fail, flagged, ok; found, clean, incomplete, not_run
+VERDICT_WORDS = {m.value for m in (*FixedVerdict, *FuzzVerdict, *RunStatus, *SanitizerStatus)} - OUTCOME_WORDS
 OUTCOME_KEYS = re.compile(r"(^|_)(outcome|verdict|status)$")  # a dict key or keyword that holds one
 COMPARED_BY = {"isin", "eq", "ne"}
 # Files where these words are another vocabulary, never an outcome rescore writes: the benchmarks'
@@ -161,7 +163,8 @@ def test_no_module_writes_an_outcome_as_a_bare_string():
     found = [f"{p.relative_to(SRC)}:{line}: {word!r}"
              for p in _package_files() if p.relative_to(SRC).as_posix() not in ALLOWED
              for line, word in bare_outcomes(p.read_text())]
-    assert not found, "write these as Outcome/FixedVerdict/FuzzVerdict/RunStatus members:\n" + "\n".join(found)
+    assert not found, ("write these as Outcome/FixedVerdict/FuzzVerdict/RunStatus/SanitizerStatus members:\n"
+                       + "\n".join(found))
 
 
 def test_the_allowed_files_do_use_the_words():
@@ -184,6 +187,8 @@ def test_the_allowed_files_do_use_the_words():
     'return "fail" if bad else "pass"',
     'doc = {"verdict": "fail"}',
     'rows.append(dict(base, status="ok"))',
+    'return [dict(base, status="clean", reason=why)]',
+    'shown = table[~table["status"].isin(["clean", "not_run"])]',
 ])
 def test_the_walk_finds_a_planted_literal(planted):
     assert bare_outcomes(planted), planted

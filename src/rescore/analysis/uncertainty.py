@@ -13,7 +13,7 @@ import pandas as pd
 from rescore.analysis.robustness import describe_finding
 from rescore.analysis.study import GPU_ONLY_CLASSES, headline_mask
 from rescore.model.builds import ONLY_PYTORCH_RAN
-from rescore.model.outcomes import FuzzVerdict, Outcome, stopped_early
+from rescore.model.outcomes import FuzzVerdict, Outcome, SanitizerStatus, stopped_early
 from rescore.model.records import LABELS
 from rescore.model.schema import largest_in_json
 
@@ -155,14 +155,14 @@ def memory_safety_lines(sanitizer: pd.DataFrame | None) -> list[str]:
     Reports in kernels of the harness's own libraries (torch's fills and copies) are counted apart."""
     if sanitizer is None:
         return UNSEEN_PAST_BUFFERS
-    ran = sanitizer[sanitizer["status"].isin(["found", "clean"])]
+    ran = sanitizer[sanitizer["status"].isin([SanitizerStatus.FOUND, SanitizerStatus.CLEAN])]
     if ran.empty:
         why = sorted(sanitizer["reason"].dropna().unique())[:1] or ["no flagged CUDA or Triton submission to run"]
         return [*UNSEEN_PAST_BUFFERS, f"  The compute-sanitizer stage, which sees such accesses, did not run: {why[0]}"]
     library = ran.get("library_kernel", pd.Series(False, index=ran.index)).eq(True)  # missing: not a library's
     lines = []
     for tool, g in ran.groupby("tool", sort=True):
-        found = g[(g["status"] == "found") & ~library.loc[g.index]]
+        found = g[(g["status"] == SanitizerStatus.FOUND) & ~library.loc[g.index]]
         kinds = "; ".join(f"{kind} in {d['submission_id'].nunique()} ({_named(d)})"
                           for kind, d in found.groupby("diagnosis", sort=True)) or "nothing"
         lines.append(f"  {tool} ran on {g['submission_id'].nunique()} submissions' first failing (or a "

@@ -53,7 +53,7 @@ from rescore.engine.sandbox import Worker, request_with_retry
 from rescore.engine.sanitizer_log import parse_report
 from rescore.model.builds import NEVER_RAN, ONLY_PYTORCH_RAN, CudaRan
 from rescore.model.failures import FIRST_FAILURE_ORDER
-from rescore.model.outcomes import DIED, FLAGGING, Outcome
+from rescore.model.outcomes import DIED, FLAGGING, Outcome, SanitizerStatus
 from rescore.model.records import Submission, read_manifests
 from rescore.model.tables import read_parquet, write_parquet
 from rescore.runtime.device import machine_cores, timing_device
@@ -80,7 +80,8 @@ DEFAULTS = {
 # What decides a run's rows besides its case and tool: every setting but these (`result_cache.py`)
 RUN_INDEPENDENT = ("tools", "budget_s", "jobs", "max_submissions", "passing")
 CASE_IDENTITY = ("oracle", "strategy", "seed", "dtype", "case_index", "outcome", "why")
-FINISHED = ("found", "clean", Outcome.TIMEOUT)  # the statuses a results cache keeps: the run ended on its own terms
+# the statuses a results cache keeps: the run ended on its own terms
+FINISHED = (SanitizerStatus.FOUND, SanitizerStatus.CLEAN, SanitizerStatus.TIMEOUT)
 # A case that ended so launched no kernel of the submission: chosen only where no other case can be
 NO_LAUNCH = (Outcome.COMPILE_ERROR,)
 # The outcomes of a case under a tool that ran the candidate's call to its end (it returned, or died
@@ -270,8 +271,8 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
     base.update(outcome_under_sanitizer=result.get("outcome"), wall_s=time.monotonic() - start)
     found = parse_report(report.read_text(errors="replace") if report.exists() else "", tool)
     if found.diagnoses:
-        return [dict(base, status="found", diagnosis=d.diagnosis, kernel=d.kernel, library_kernel=d.library_kernel,
-                     errors=d.errors, report=d.report, summary=found.summary,
+        return [dict(base, status=SanitizerStatus.FOUND, diagnosis=d.diagnosis, kernel=d.kernel,
+                     library_kernel=d.library_kernel, errors=d.errors, report=d.report, summary=found.summary,
                      reason=f"{tool}: {'; '.join(d.headlines)}"[:500]) for d in found.diagnoses]
     ending = None if found.summary is not None else _ending(tool, report, wrapper, cfg, run_dir)
     status, reason = run_status(tool, found.summary, found.notes, result, case_ran, limit, cfg["timeout_s"], ending)
@@ -279,35 +280,37 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
 
 
 def run_status(tool: str, summary: str | None, notes: list[str], result: Mapping, case_ran: bool, limit: float,
-               timeout_s: float, ending: str | None = None) -> tuple[str, str]:
+               timeout_s: float, ending: str | None = None) -> tuple[SanitizerStatus, str]:
     """(status, reason) of a run in which `tool` found nothing: `clean` only when the tool wrote its
     `summary` and the case ran the candidate's call to its end under it (CALL_ENDED); a run cut by
     the stage's budget (a `limit` under `timeout_s`), one without a summary (`ending` says why), one
     whose submission did not load (`case_ran` False) or whose case ended before the call did, is
     `incomplete`; a case past the run's own limit is a `timeout`."""
+    incomplete = SanitizerStatus.INCOMPLETE
     outcome = result.get("outcome")
     case_end = f"the case ended {outcome}: {result.get('reason', '')}".rstrip(": ")
     said = "; ".join([*notes, summary or "no summary"])
     if outcome == Outcome.TIMEOUT and limit < timeout_s:
         # the stage's budget ran out, not the run's own limit: nothing said about the kernel
-        return "incomplete", f"cut at {limit:g} s under {tool}, what was left of sanitizer.budget_s: {said}; {case_end}"
+        return incomplete, f"cut at {limit:g} s under {tool}, what was left of sanitizer.budget_s: {said}; {case_end}"
     if outcome == Outcome.TIMEOUT:
-        return Outcome.TIMEOUT, f"no answer within {limit:g} s under {tool} (sanitizer.timeout_s): {said}; {case_end}"
+        return SanitizerStatus.TIMEOUT, (f"no answer within {limit:g} s under {tool} (sanitizer.timeout_s): {said}; "
+                                         f"{case_end}")
     if summary is None:
-        return "incomplete", f"{ending or f'{tool} wrote no summary'}; {case_end}"
+        return incomplete, f"{ending or f'{tool} wrote no summary'}; {case_end}"
     if any("before first instrumented API call" in n for n in notes):
-        return "incomplete", f"{tool} checked nothing: {said}; {case_end}"
+        return incomplete, f"{tool} checked nothing: {said}; {case_end}"
     if not case_ran:
-        return "incomplete", f"{tool} checked no case: the submission did not load under it; {said}; {case_end}"
+        return incomplete, f"{tool} checked no case: the submission did not load under it; {said}; {case_end}"
     if outcome not in CALL_ENDED:
-        return "incomplete", (f"the case did not run the candidate's call to its end under {tool}, so its summary "
-                              f"covers only what ran before: {said}; {case_end}")
-    return "clean", f"{tool}: {said}; the case ended {outcome}"
+        return incomplete, (f"the case did not run the candidate's call to its end under {tool}, so its summary "
+                            f"covers only what ran before: {said}; {case_end}")
+    return SanitizerStatus.CLEAN, f"{tool}: {said}; the case ended {outcome}"
 
 
 def not_run_rows(subs: dict[str, Submission], runs: list[tuple[str, dict]], reason: str) -> list[dict]:
     """One `not_run` row per (tool, case) run, with the reason."""
-    return [dict(_base(subs[case["submission_id"]], case), tool=tool, status="not_run", reason=reason)
+    return [dict(_base(subs[case["submission_id"]], case), tool=tool, status=SanitizerStatus.NOT_RUN, reason=reason)
             for tool, case in runs]
 
 
@@ -354,7 +357,7 @@ def run_sanitizer(cases_path: str, submissions_path: str, manifests: list[str], 
     df = pd.DataFrame(rows + pytorch_only, columns=COLUMNS)
     write_parquet(df, out)
     counts = df["status"].value_counts().to_dict() if len(df) else {}
-    if len(df) and counts.get("not_run", 0) == len(df):
+    if len(df) and counts.get(SanitizerStatus.NOT_RUN, 0) == len(df):
         log.warning("NO SANITIZER: all %d rows are not_run (%s)", len(df), df["reason"].iloc[0])
     log.info("sanitizer: %d rows, by status %s", len(df), counts)
     return df
@@ -402,7 +405,7 @@ def sanitizer_markdown(table: pd.DataFrame) -> str:
     lines = ["# compute-sanitizer", "",
              f"From `results/tables/sanitizer.parquet`: {len(table)} rows, by status {counts or 'none'}.", "",
              *memory_safety_lines(table if len(table) else None), ""]
-    shown = table[~table["status"].isin(["clean", "not_run"])] if len(table) else table
+    shown = table[~table["status"].isin([SanitizerStatus.CLEAN, SanitizerStatus.NOT_RUN])] if len(table) else table
     if len(shown):
         lines += ["| submission | tool | status | diagnosis | kernel | reason |", "|---|---|---|---|---|---|"]
         for r in shown.to_dict("records"):

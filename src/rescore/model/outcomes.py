@@ -61,6 +61,17 @@ class RunStatus(ValueEnum):
     OK = "ok"
 
 
+class SanitizerStatus(ValueEnum):
+    """How one compute-sanitizer run of one case under one tool ended (`status` of
+    results/tables/sanitizer.parquet, engine/sanitizer.py)."""
+
+    FOUND = "found"  # the tool reported an error: one row per diagnosis
+    CLEAN = "clean"  # its summary counts none, and the case ran the kernel's call to its end under it
+    TIMEOUT = "timeout"  # the case ran past the run's own limit (sanitizer.timeout_s)
+    INCOMPLETE = "incomplete"  # it checked less than the case: cut by the budget, no summary, or no kernel ran
+    NOT_RUN = "not_run"  # never started, with the reason
+
+
 RECORDED: tuple[Outcome, ...] = tuple(o for o in Outcome if o is not Outcome.OOM)
 
 ALL_OUTCOMES: tuple[str, ...] = tuple(o.value for o in RECORDED)
