@@ -141,7 +141,7 @@ def test_a_workers_log_says_where_its_start_went(worker):
     run_submission(toy_submission("problem_scale.py", "torch_correct.py"), CFG, worker)
     line = next(x for x in worker.log_path.read_text().splitlines() if " ready in " in x)
     m = re.search(r"ready in ([\d.]+) s \(torch and the device ([\d.]+) s, the harness's imports ([\d.]+) s, "
-                  r"the harness's snapshots ([\d.]+) s\)$", line)
+                  r"triton ([\d.]+) s, the harness's snapshots ([\d.]+) s\)$", line)
     assert m, line
     total, *steps = map(float, m.groups())
     assert abs(total - sum(steps)) < 0.02 and steps[1] > 0

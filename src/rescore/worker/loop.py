@@ -27,6 +27,21 @@ def start_line(began: float, marks: dict[str, float], armed: float) -> str:
     return f"rescore worker {os.getpid()}: ready in {armed - began:.2f} s ({', '.join(steps)})"
 
 
+def start_runtimes(device: str, marks: dict[str, float]) -> None:
+    """Import Triton and, on a GPU, start CUDA's runtime, each a step of the start line in `marks`:
+    the executor does both anyway (its versions, its launch watch), and the line then says what each
+    cost (a worker under compute-sanitizer spent 5 to 13 s in the steps after torch's import)."""
+    try:
+        import triton  # noqa: F401
+
+        marks["triton"] = time.perf_counter()
+    except ImportError:  # pragma: no cover - triton missing
+        pass
+    if device == "cuda":
+        torch.cuda.init()
+        marks["the CUDA runtime"] = time.perf_counter()
+
+
 def poison_fresh_memory() -> None:
     """Make every fresh allocation NaN (integers: their max), so that output a kernel never wrote is
     caught, and caught the same way on every run (garbage would make replays disagree)."""
@@ -48,6 +63,8 @@ def main_loop(conn, device: str, budget: int, audit: confine.Audit | None = None
     `started`: when the worker's main began and when each step of its start ended (its log's line)."""
     os.environ["RESCORE_WORKER"] = "1"
     poison_fresh_memory()
+    if started is not None:  # the start line's steps that the executor would otherwise take unseen
+        start_runtimes(device, started[1])
     timer = PhaseTimer()  # where each request's time goes: sent with its answer (the phase table)
     executor = Executor(device, budget, phases=timer, explain=explain)
     executor.arm(audit)
