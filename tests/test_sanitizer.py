@@ -23,6 +23,7 @@ from rescore.engine.sanitizer import select_cases
 from rescore.engine.sanitizer_log import parse_report
 from rescore.model.outcomes import Outcome
 from rescore.model.tables import write_parquet
+from rescore.worker.protocol import UNFILLED_MEMORY_ENV
 
 LOGS = REPO / "tests" / "fixtures" / "sanitizer"
 STANDIN = LOGS / "standin" / "compute_sanitizer.py"
@@ -245,9 +246,29 @@ def test_a_kernel_writing_past_its_output_is_found_and_a_correct_one_runs_clean(
     assert clean["reason"] == "memcheck: ERROR SUMMARY: 0 errors; the case ended pass"
     (race,) = _run(buggy, "racecheck", Path("logs"))  # the interpreter runs programs one after another
     assert race["status"] == "clean" and race["summary"].startswith("RACECHECK SUMMARY: 0 hazards")
-    # memcheck sees allocations: the caching allocator is off for it, and left on for racecheck
-    assert extra_envs == [sanitizer.NO_CACHING_ENV, sanitizer.NO_CACHING_ENV, None]
-    assert explains == [False] * 3  # the case alone: no experiment runs the kernel again under the tool
+    (init,) = _run(correct, "initcheck", Path("logs"))
+    assert init["status"] == "clean" and init["outcome_under_sanitizer"] == Outcome.PASS
+    # memcheck and initcheck see allocations: the caching allocator is off for them, and left on for
+    # racecheck; initcheck's worker leaves fresh memory unfilled
+    unfilled = {**sanitizer.NO_CACHING_ENV, UNFILLED_MEMORY_ENV: "1"}
+    assert extra_envs == [sanitizer.NO_CACHING_ENV, sanitizer.NO_CACHING_ENV, None, unfilled]
+    assert explains == [False] * 4  # the case alone: no experiment runs the kernel again under the tool
+
+
+def test_a_worker_fills_fresh_memory_unless_told_to_leave_it_for_initcheck():
+    """Filled, a fresh tensor is NaN (a kernel's unwritten output is caught); under initcheck it is
+    left as the allocator gives it, so that a read of it is the tool's to see."""
+    probe = ("from rescore.worker.loop import poison_fresh_memory; poison_fresh_memory(); import torch; "
+             "from torch.utils import deterministic; "
+             "print(deterministic.fill_uninitialized_memory, bool(torch.empty(1 << 16).isnan().all()))")
+
+    def run(extra: dict) -> str:
+        env = {k: v for k, v in os.environ.items() if k != UNFILLED_MEMORY_ENV}
+        return subprocess.run([sys.executable, "-c", probe], env={**env, **extra}, capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    assert run({}) == ["True", "True"]
+    assert run({UNFILLED_MEMORY_ENV: "1"})[0] == "False"
 
 
 def test_a_case_that_ends_before_its_kernel_runs_is_incomplete_not_clean(tmp_path, monkeypatch):

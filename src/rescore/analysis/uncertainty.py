@@ -178,7 +178,8 @@ def memory_safety_lines(sanitizer: pd.DataFrame | None) -> list[str]:
     return [
         "- That a kernel never reads or writes past its own buffers, races on shared memory or misuses a barrier",
         "  on inputs other than the one case each submission was sanitized on (results/tables/sanitizer.parquet,",
-        "  memcheck and initcheck with PyTorch's caching allocator off, so a tensor's bounds are the sanitizer's):",
+        "  memcheck and initcheck with PyTorch's caching allocator off, so a tensor's bounds are the sanitizer's;",
+        "  initcheck without the harness's NaN fill of fresh memory, so a read of memory nothing wrote is its to see):",
         *lines,
         "  Submissions not among them (passing ones, unless `sanitizer.passing` is on) were not sanitized: there a",
         "  write past a buffer lands in whatever the allocator placed next and is seen only when that is judged.",

@@ -25,6 +25,9 @@ folder of its own under the stage's log folder.
 memcheck and initcheck run with PyTorch's caching allocator off (PYTORCH_NO_CUDA_MEMORY_CACHING=1):
 with it on, every tensor is a slice of a larger cudaMalloc block, and an access past a tensor but
 inside its block (the allocator rounds to 512 bytes) is invisible to the sanitizer.
+initcheck runs without the worker's fill of fresh memory (`protocol.UNFILLED_MEMORY_ENV`): the fill
+writes NaN into every new tensor, so that output a kernel never wrote is judged, and so the tool would
+never see a read of memory nothing wrote (an accumulator never set, an output read before written).
 
 Where the stage cannot run (no CUDA GPU, no compute-sanitizer executable) every selected
 submission gets a `not_run` row per tool with the reason, and the log says so at the top and the end;
@@ -57,7 +60,7 @@ from rescore.model.outcomes import DIED, FLAGGING, Outcome, SanitizerStatus
 from rescore.model.records import Submission, read_manifests
 from rescore.model.tables import read_parquet, write_parquet
 from rescore.runtime.device import machine_cores, timing_device
-from rescore.worker.protocol import Case, Load, job_of
+from rescore.worker.protocol import UNFILLED_MEMORY_ENV, Case, Load, job_of
 
 log = logging.getLogger("rescore")
 
@@ -89,9 +92,10 @@ NO_LAUNCH = (Outcome.COMPILE_ERROR,)
 # harness's own work; `compile_error`, `declined`: no kernel launched) checked nothing of it.
 CALL_ENDED = (Outcome.PASS, Outcome.MISMATCH, Outcome.NONFINITE, Outcome.BAD_OUTPUT, Outcome.MUTATED_INPUT,
               Outcome.CRASH)
-# Tools whose view of memory is the allocation: with the caching allocator on, they see its blocks.
-NO_CACHING_TOOLS = ("memcheck", "initcheck")
+# The worker's environment under each tool. memcheck and initcheck see memory by allocation: with the
+# caching allocator on, they would see its blocks. initcheck also needs fresh memory left unwritten.
 NO_CACHING_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+TOOL_ENV = {"memcheck": NO_CACHING_ENV, "initcheck": {**NO_CACHING_ENV, UNFILLED_MEMORY_ENV: "1"}}
 COLUMNS = [
     "submission_id", "name", "dump", "problem_id", "language", "label", "why", "oracle", "strategy", "seed", "dtype",
     "case_index", "case_outcome", "tool", "status", "diagnosis", "kernel", "library_kernel", "errors", "report",
@@ -250,7 +254,7 @@ def sanitize_case(sub: Submission, case: dict, tool: str, cfg: dict, log_dir: Pa
     run_dir.mkdir(parents=True)
     report = run_dir / "compute-sanitizer.log"
     worker = Worker(device, cfg["budget"], str(run_dir), wrapper=sanitizer_command(cfg, tool, report),
-                    extra_env=NO_CACHING_ENV if tool in NO_CACHING_TOOLS else None, explain=False)
+                    extra_env=TOOL_ENV.get(tool), explain=False)
     worker.load_timeout = limit
     worker.exit_wait_s = worker.wrapper_grace_s = cfg["exit_wait_s"]
     base = dict(_base(sub, case), tool=tool, sanitizer_version=version)

@@ -44,13 +44,15 @@ def start_runtimes(device: str, marks: dict[str, float]) -> None:
 
 def poison_fresh_memory() -> None:
     """Make every fresh allocation NaN (integers: their max), so that output a kernel never wrote is
-    caught, and caught the same way on every run (garbage would make replays disagree)."""
+    caught, and caught the same way on every run (garbage would make replays disagree). Not under
+    initcheck (`protocol.UNFILLED_MEMORY_ENV`): the fill writes every allocation, which would leave
+    the tool no read of unwritten memory to see."""
     import warnings
 
     from torch.utils import deterministic
 
     torch.use_deterministic_algorithms(True, warn_only=True)
-    deterministic.fill_uninitialized_memory = True
+    deterministic.fill_uninitialized_memory = os.environ.get(protocol.UNFILLED_MEMORY_ENV) != "1"
     warnings.filterwarnings("ignore", message=".*deterministic.*")
 
 

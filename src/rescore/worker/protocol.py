@@ -120,6 +120,10 @@ class Status(str, Enum):
 HARNESS, CANDIDATE, COMPILER = "harness", "candidate", "compiler"
 # Set by the parent where a CPU worker's memory estimates are wanted too (the tests' stand-ins).
 MEASURE_ENV = "RESCORE_MEASURE_MEMORY"
+# Set by the parent for a worker under compute-sanitizer's initcheck: fresh memory is left as the
+# allocator gives it (`loop.poison_fresh_memory`), so that a read of memory nothing wrote is the tool's
+# to see; filled, every allocation is written once before any kernel reads it.
+UNFILLED_MEMORY_ENV = "RESCORE_UNFILLED_MEMORY"
 
 RSS_KEY = "_rss"  # the worker's resident memory in bytes, in every answer (taken out by the parent)
 # What the worker's allocator holds and what its submission is expected to need, on a device whose
