@@ -288,3 +288,17 @@ def test_the_harness_faults_tool_splits_the_waits_at_their_limit_by_size_and_wha
     assert ("beside what it had to leave (lent against it, kept for a retry's room): 1 of 2") in r.stdout, r.stdout
     assert ("the device's last report then had room for the growth: 1 of 2 (then out of memory: 1); had not: 1 "
             "(then out of memory: 0)") in r.stdout, r.stdout
+
+
+def test_the_fixtures_step_runs_the_fixtures_named_in_fixture_only(tmp_path):
+    """FIXTURE_ONLY reaches wild_exploits.py as `--only`: a name it lacks is refused by name."""
+    env = dict(os.environ, WORK=str(tmp_path / "work"), OUT=str(tmp_path / "out"), DRY="1", PYTHON=sys.executable,
+               PYTHONPATH=str(REPO / "src"), STEPS="fixtures", FIXTURE_ONLY="unset_accumulator no_such_fixture",
+               FIXTURE_TOOLS="initcheck")
+    (tmp_path / "out").mkdir()
+    r = subprocess.run(["bash", "scripts/gpu/measure_external.sh", str(GPUEMU.relative_to(REPO)),
+                        str(CUDAL1.relative_to(REPO)), "30"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    err = (tmp_path / "work" / "fixtures" / "wild_exploits.err").read_text()
+    assert "--only: invalid choice: 'no_such_fixture'" in err

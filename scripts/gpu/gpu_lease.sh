@@ -22,8 +22,10 @@
 #           warm (caches as for warm); extg the same with its own file (EXT_CONFIG_DIR/<step>.yaml
 #           when EXT_CONFIG_DIR is set, for every ext step);
 #   fixtures scripts/gpu/wild_exploits.py: every GPU fixture with its expected outcome and cause, then
-#           under compute-sanitizer (FIXTURE_TOOLS, default "memcheck racecheck"), into
-#           WORK/fixtures/wild_exploits.md, cut at FIXTURES_TIMEOUT seconds (default 900);
+#           under compute-sanitizer (FIXTURE_TOOLS, default "memcheck racecheck"; FIXTURE_ONLY: some
+#           fixtures by name, e.g. "unset_accumulator slack_write shared_race" with FIXTURE_TOOLS
+#           "memcheck racecheck initcheck"), into WORK/fixtures/wild_exploits.md, cut at
+#           FIXTURES_TIMEOUT seconds (default 900);
 #   wait    waits for the steps started beside (so that the steps after it are timed alone).
 #   mgwarm, mg1, mgall, mgreport   several GPUs (scripts/gpu/multi_gpu.sh, which sets them up): a
 #           warm-up on every GPU, the check stage on one GPU and on all of them, the figures.

@@ -69,6 +69,7 @@ step() {  # one step, then its .done mark
     fixtures)  # every GPU fixture, expected outcome and cause, then each under the sanitizer's tools
       mkdir -p "$WORK/fixtures"; log "fixtures start"; local t=$(date +%s)
       timeout "${FIXTURES_TIMEOUT:-900}" "$PY" "$REPO/scripts/gpu/wild_exploits.py" --sanitize ${FIXTURE_TOOLS:-memcheck racecheck} \
+        ${FIXTURE_ONLY:+--only $FIXTURE_ONLY} \
         --log-dir "$WORK/fixtures/logs" > "$WORK/fixtures/wild_exploits.md" 2> "$WORK/fixtures/wild_exploits.err"
       log "fixtures end rc=$? wall=$(( $(date +%s) - t )) s" ;;
     loop)  # `rescore check` on a kernel that never returns: flagged in both oracles, and how long it took
