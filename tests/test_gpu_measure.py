@@ -84,6 +84,21 @@ def test_a_steps_pack_holds_its_tables_and_logs_and_the_shards_only_when_it_has_
                                                                                        "wild_exploits.md"]
 
 
+def test_a_steps_pack_keeps_its_workers_start_lines_and_not_their_logs(tmp_path):
+    step = _step(tmp_path, "ext", done=True)
+    workers = step / "results" / "logs" / "check" / "ext" / "shard-0.log.workers"
+    workers.mkdir(parents=True)
+    (workers / "worker-1-0.log").write_text("rescore worker 7: cwd /tmp/w, limits {}\nrescore worker 7: ready in "
+                                            "12.00 s (torch and the device 4.00 s, triton 3.00 s)\nTraceback\n")
+    pack = pack_steps.pack_step(tmp_path, "ext")
+    with tarfile.open(pack) as tar:
+        names = tar.getnames()
+        starts = tar.extractfile("ext/results/logs/worker_starts.txt").read().decode()
+    assert not any(".workers" in n for n in names)
+    assert starts == ("check/ext/shard-0.log.workers/worker-1-0.log: rescore worker 7: ready in 12.00 s (torch and "
+                      "the device 4.00 s, triton 3.00 s)\n")
+
+
 def _big(step: Path, size: int, seed: int) -> None:
     (step / "results" / "tables" / "big.parquet").write_bytes(os.urandom(size) if seed else b"\0" * size)
 

@@ -7,7 +7,9 @@ call of the device tool returns: at most 8 files of at most 16 MiB, and here at 
                                                       # step's pack, and a partial pack of a running one
 
 A pipeline step's pack holds its tables, papers, figures, logs, progress files, `snakemake.out` and
-config; never its ingest manifests (the dumps' own sources), reproducers or caches. A step still
+config; never its ingest manifests (the dumps' own sources), reproducers or caches, nor its workers'
+logs, of which it keeps each worker's start line (`results/logs/worker_starts.txt`: where the
+seconds before its first request went). A step still
 running also packs its check shards' case and phase files, from which `tools/partial_tables.py` makes
 the tables and `bench/phases.py` the phase summary. A step with no `results/` (the GPU fixtures) is
 packed whole. A pack over 15 MiB is split into `NAME.tgz.part-aa`, `-ab`, ... (`cat NAME.tgz.part-*
@@ -55,8 +57,28 @@ def members(step: Path, finished: bool) -> list[Path]:
     return out
 
 
+WORKER_STARTS = "results/logs/worker_starts.txt"
+START_LINE = " ready in "  # rescore.worker.loop.start_line's
+
+
+def gather_worker_starts(step: Path) -> int:
+    """Every worker's start line of a pipeline step (its log folders' `*.workers/*.log`, which the
+    pack leaves out) into WORKER_STARTS, each after its log's path; how many it found."""
+    logs = step / "results" / "logs"
+    if not logs.is_dir():
+        return 0
+    lines = []
+    for path in sorted(logs.rglob("*.workers/*.log")):
+        found = [line for line in path.read_text(errors="replace").splitlines() if START_LINE in line]
+        lines += [f"{path.relative_to(logs)}: {line}" for line in found]
+    if lines:
+        (step / WORKER_STARTS).write_text("\n".join(lines) + "\n")
+    return len(lines)
+
+
 def pack_step(work: Path, name: str, finished: bool = True) -> Path:
     """WORK/packs/NAME.tgz (or partial-NAME.tgz for a step still running), its paths under NAME/."""
+    gather_worker_starts(work / name)
     packs = work / "packs"
     packs.mkdir(exist_ok=True)
     target = packs / (f"{name}.tgz" if finished else f"partial-{name}.tgz")
