@@ -61,19 +61,18 @@ WORKER_STARTS = "results/logs/worker_starts.txt"
 START_LINE = " ready in "  # rescore.worker.loop.start_line's
 
 
-def gather_worker_starts(step: Path) -> int:
+def gather_worker_starts(step: Path) -> None:
     """Every worker's start line of a pipeline step (its log folders' `*.workers/*.log`, which the
-    pack leaves out) into WORKER_STARTS, each after its log's path; how many it found."""
+    pack leaves out) into WORKER_STARTS, each after its log's path."""
     logs = step / "results" / "logs"
     if not logs.is_dir():
-        return 0
+        return
     lines = []
     for path in sorted(logs.rglob("*.workers/*.log")):
         found = [line for line in path.read_text(errors="replace").splitlines() if START_LINE in line]
         lines += [f"{path.relative_to(logs)}: {line}" for line in found]
     if lines:
         (step / WORKER_STARTS).write_text("\n".join(lines) + "\n")
-    return len(lines)
 
 
 def pack_step(work: Path, name: str, finished: bool = True) -> Path:

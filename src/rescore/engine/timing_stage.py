@@ -113,7 +113,8 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
         for i, sub in enumerate(subs, 1):
             t0 = time.monotonic()
             error = (sub.extra or {}).get("ingest_error")
-            stored = None if error else cache.get(TIMING, submission_identity(sub))
+            identity = submission_identity(sub)
+            stored = None if error else cache.get(TIMING, identity)
             if stored is not None:
                 rows.append(stored)
             elif error:
@@ -129,7 +130,7 @@ def time_submissions(subs: list[Submission], cfg: dict, log_dir: str, device: st
                     result = run_with_retry(worker, request, timeout)
                 rows.append(row_of(sub, result, time.monotonic() - t0))
                 if rows[-1].get("status") == RunStatus.OK:
-                    cache.put(TIMING, submission_identity(sub), rows[-1])
+                    cache.put(TIMING, identity, rows[-1])
             r = rows[-1]
             left = (time.monotonic() - start) / i * (len(subs) - i)
             ok = r.get("status") == RunStatus.OK
